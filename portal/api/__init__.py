@@ -1,0 +1,1 @@
+"""REST API under /api/v1/: shared error format, the organisation endpoints and the router."""

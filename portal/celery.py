@@ -1,0 +1,15 @@
+"""The Celery application shared by workers, beat and the web process (which only enqueues).
+
+Broker semantics (late acknowledgement, prefetch 1, visibility timeout) are set in ``portal.settings``
+under the ``CELERY_`` namespace, with the reasons beside them.
+"""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+app = Celery("portal")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

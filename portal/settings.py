@@ -1,0 +1,252 @@
+"""Settings for the GPU workspace portal, read from the environment.
+
+One file, typed readers that fail loudly (``portal/env.py``). ``PORTAL_ENV`` picks the defaults:
+
+* ``production`` (default): DEBUG off, ``DJANGO_SECRET_KEY`` required, secure cookies.
+* ``demo``: the one-command demo (SQLite, in-process broker, simulated cluster); a fixed insecure key.
+* ``test``: like demo, plus a fast password hasher. ``portal/settings_test.py`` selects it for pytest.
+
+Every variable is listed with a comment in ``docker/.env.example``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from portal import typing_runtime
+from portal.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_path,
+    env_secret,
+    env_str,
+)
+
+typing_runtime.enable_for_django()
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PORTAL_ENV = env_choice("PORTAL_ENV", "production", ("production", "demo", "test"))
+IS_PRODUCTION = PORTAL_ENV == "production"
+
+# Runtime files (SQLite database, broker folders, kubeconfig of the simulated cluster) live here.
+VAR_DIR = env_path("PORTAL_VAR_DIR", BASE_DIR / "var")
+
+DEBUG = env_bool("DJANGO_DEBUG", PORTAL_ENV == "demo")
+
+_secret = env_secret("DJANGO_SECRET_KEY")
+if not _secret:
+    if IS_PRODUCTION:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE) must be set when PORTAL_ENV=production."
+        )
+    _secret = f"insecure-{PORTAL_ENV}-only-key-never-use-in-production"
+SECRET_KEY = _secret
+
+ALLOWED_HOSTS = env_list(
+    "DJANGO_ALLOWED_HOSTS", [] if IS_PRODUCTION else ["127.0.0.1", "localhost", "testserver"]
+)
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "portal",
+    "workspaces",
+    "scheduling",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+AUTH_USER_MODEL = "portal.User"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "portal.context_processors.navigation",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict[str, object]:
+    url = env_str("DATABASE_URL")
+    if not url:
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "portal.sqlite3"}
+    try:
+        config: dict[str, object] = dict(dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL is not a usable database URL: {exc}") from None
+    return config
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(f"REDIS_URL={REDIS_URL!r} must start with redis://, rediss:// or unix://.")
+
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+if PORTAL_ENV == "test":
+    # Hashing is deliberately slow; tests create many users.
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = env_str("PORTAL_TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+# Static files are served by the app itself (WhiteNoise) in every mode: no CDN, the browser works offline.
+STATIC_URL = "static/"
+STATIC_ROOT = env_path(
+    "DJANGO_STATIC_ROOT", BASE_DIR / "staticfiles" if IS_PRODUCTION else VAR_DIR / "staticfiles"
+)
+if not IS_PRODUCTION:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing root even when unused
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "portal.staticfinders.PlotlyFinder",
+]
+# Serve straight from the finders when nothing was collected (demo, tests); production images collect.
+WHITENOISE_USE_FINDERS = not IS_PRODUCTION or env_bool("WHITENOISE_USE_FINDERS", False)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if IS_PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", IS_PRODUCTION)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("DJANGO_BEHIND_TLS_PROXY", False) else None
+)
+SESSION_COOKIE_AGE = env_int("DJANGO_SESSION_AGE_SECONDS", 8 * 3600, minimum=300)
+
+REST_FRAMEWORK = {
+    # Token first, so an anonymous API call gets 401 with a WWW-Authenticate header rather than 403.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_RATES": {"user": env_str("API_THROTTLE_USER", "6000/hour")},
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU workspace portal API",
+    "DESCRIPTION": "Self-service GPU workspaces, team quotas and chargeback.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# Celery. Broker semantics are spelled out because the defaults lose work on a crash:
+# * acks_late: a task is acknowledged after it ran, so a worker killed mid-task leaves it to be redelivered
+#   (every task is idempotent for this reason);
+# * prefetch 1: a worker holds at most one unstarted task, so a slow task doesn't strand others behind it;
+# * visibility_timeout: Redis redelivers an unacknowledged task after this long, so it must exceed the
+#   longest task (CELERY_TASK_TIME_LIMIT), or a running task would be handed to a second worker.
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300, minimum=10)
+CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
+CELERY_BROKER_URL = REDIS_URL or f"filesystem://{VAR_DIR / 'broker'}"
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
+    {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=CELERY_TASK_TIME_LIMIT + 60)}
+    if REDIS_URL
+    else {
+        # Without Redis (the demo) the broker is a folder that worker and web processes share.
+        "data_folder_in": str(VAR_DIR / "broker" / "queue"),
+        "data_folder_out": str(VAR_DIR / "broker" / "queue"),
+        "processed_folder": str(VAR_DIR / "broker" / "processed"),
+        "store_processed": False,
+    }
+)
+CELERY_BROKER_CONNECTION_TIMEOUT = env_float("CELERY_BROKER_CONNECTION_TIMEOUT", 3.0, minimum=0.1)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TIMEZONE = "UTC"
+
+# Kubernetes: a kubeconfig file (the simulated cluster writes one), or the pod's service account.
+KUBE_IN_CLUSTER = env_bool("KUBE_IN_CLUSTER", False)
+KUBECONFIG = env_str("KUBECONFIG")
+KUBE_REQUEST_TIMEOUT = env_float("KUBE_REQUEST_TIMEOUT", 10.0, minimum=0.1)
+if KUBE_IN_CLUSTER and KUBECONFIG:
+    raise ImproperlyConfigured("Set either KUBE_IN_CLUSTER=true or KUBECONFIG, not both.")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR")),
+    },
+}

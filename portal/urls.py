@@ -1,0 +1,23 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from portal import health, views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("teams/", views.team_list, name="teams"),
+    path("teams/<int:team_id>/", views.team_detail, name="team-detail"),
+    path("workspaces/", views.workspaces_placeholder, name="workspaces"),
+    path("chargeback/", views.chargeback_placeholder, name="chargeback"),
+    path("cluster/", views.cluster_placeholder, name="cluster"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("api/v1/", include("portal.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("admin/", admin.site.urls),
+]

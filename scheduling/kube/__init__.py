@@ -1,0 +1,1 @@
+"""The only code that talks to Kubernetes: client configuration, manifests and idempotent calls."""

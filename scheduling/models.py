@@ -1,0 +1,1 @@
+"""Quotas, offerings and cluster inventory live here (see the later issues); nothing yet."""

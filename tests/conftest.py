@@ -1,0 +1,53 @@
+"""Shared fixtures: personas in two teams, API clients that authenticate for real."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from rest_framework.test import APIClient
+
+from portal.models import Membership, OrgRole, Team, User
+from tests import factories
+
+
+@dataclass
+class Org:
+    """Alpha and beta are teams of one department. Charlie the outsider has no access to anything."""
+
+    alpha: Team
+    beta: Team
+    member: User  # alpha member
+    lead: User  # alpha lead, beta member
+    beta_lead: User
+    finance: User
+    operator: User
+    outsider: User
+
+    def persona(self, name: str) -> User | None:
+        return None if name == "anonymous" else getattr(self, name)
+
+
+@pytest.fixture
+def org(db: None) -> Org:
+    department = factories.make_department(name="Research", slug="research", cost_centre="RES-1")
+    alpha = factories.make_team(department, name="Alpha", slug="alpha")
+    beta = factories.make_team(department, name="Beta", slug="beta")
+    member = factories.make_user("alice", first_name="Alice")
+    lead = factories.make_user("lena", first_name="Lena")
+    beta_lead = factories.make_user("bert")
+    finance = factories.grant(factories.make_user("fiona"), OrgRole.Role.FINANCE)
+    operator = factories.grant(factories.make_user("oscar", is_staff=True), OrgRole.Role.OPERATOR)
+    outsider = factories.make_user("charlie")
+    factories.add_member(alpha, member)
+    factories.add_member(alpha, lead, Membership.Role.LEAD)
+    factories.add_member(beta, lead)
+    factories.add_member(beta, beta_lead, Membership.Role.LEAD)
+    return Org(alpha, beta, member, lead, beta_lead, finance, operator, outsider)
+
+
+def api_client_for(user: User | None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Token {factories.token_for(user)}")
+    return client

@@ -1,0 +1,1 @@
+"""Workspace requests live here (see the workspaces issue); nothing yet."""
