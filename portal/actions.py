@@ -41,9 +41,7 @@ def do_add_member(actor: Any, team: Team, username: str, role: str = Membership.
     if any(m.user_id == user.pk for m in memberships):
         raise ValidationError({"username": f"{username} is already a member of {team.name}."})
     membership = Membership.objects.create(team=team, user=user, role=role)
-    AuditEvent.record(
-        actor=actor, action="membership.add", target=membership, team=team, after=_snapshot(membership)
-    )
+    AuditEvent.record(actor=actor, action="membership.add", target=membership, team=team, after=_snapshot(membership))
     return membership
 
 
@@ -81,9 +79,7 @@ def do_change_member_role(actor: Any, team: Team, username: str, role: str) -> M
 def do_remove_member(actor: Any, team: Team, username: str) -> None:
     membership, memberships = _locked_membership(team, username)
     if membership.role == Membership.Role.LEAD and _leads_left(memberships, membership) == 0:
-        raise ValidationError(
-            {"username": f"{username} is the last lead of {team.name}; appoint another first."}
-        )
+        raise ValidationError({"username": f"{username} is the last lead of {team.name}; appoint another first."})
     before = _snapshot(membership)
     AuditEvent.record(actor=actor, action="membership.remove", target=membership, team=team, before=before)
     membership.delete()

@@ -39,9 +39,7 @@ PEOPLE = (
     DemoPerson("carol", "Carol Chen", "carol-gpu-demo", (("vision", "member"), ("platform-ml", "member"))),
     DemoPerson("lena", "Lena Lead", "lena-gpu-demo", (("vision", "lead"), ("language", "lead"))),
     DemoPerson("fiona", "Fiona Finance", "fiona-gpu-demo", org_roles=("finance",)),
-    DemoPerson(
-        "oscar", "Oscar Operator", "oscar-gpu-demo", (("platform-ml", "lead"),), ("operator",), staff=True
-    ),
+    DemoPerson("oscar", "Oscar Operator", "oscar-gpu-demo", (("platform-ml", "lead"),), ("operator",), staff=True),
 )
 
 

@@ -59,6 +59,4 @@ def _run(check: Callable[[], str]) -> dict[str, object]:
 def readyz(request: HttpRequest) -> JsonResponse:
     results = {name: _run(check) for name, check in CHECKS.items()}
     ready = all(result["ok"] for result in results.values())
-    return JsonResponse(
-        {"status": "ready" if ready else "not ready", "checks": results}, status=200 if ready else 503
-    )
+    return JsonResponse({"status": "ready" if ready else "not ready", "checks": results}, status=200 if ready else 503)

@@ -135,9 +135,7 @@ class AuditEvent(models.Model):
     action = models.CharField(max_length=64)
     target_type = models.CharField(max_length=64)
     target_id = models.CharField(max_length=64)
-    team = models.ForeignKey(
-        Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
-    )
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events")
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
 

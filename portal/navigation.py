@@ -56,7 +56,5 @@ def menu_for(user: Any) -> list[dict[str, str]]:
     if not getattr(user, "is_authenticated", False):
         return []
     return [
-        {"key": item.key, "label": item.label, "url": reverse(item.url_name)}
-        for item in MENU
-        if item.shown_to(user)
+        {"key": item.key, "label": item.label, "url": reverse(item.url_name)} for item in MENU if item.shown_to(user)
     ]

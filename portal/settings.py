@@ -48,9 +48,7 @@ if not _secret:
     _secret = f"insecure-{PORTAL_ENV}-only-key-never-use-in-production"
 SECRET_KEY = _secret
 
-ALLOWED_HOSTS = env_list(
-    "DJANGO_ALLOWED_HOSTS", [] if IS_PRODUCTION else ["127.0.0.1", "localhost", "testserver"]
-)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", [] if IS_PRODUCTION else ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -150,9 +148,7 @@ USE_TZ = True
 
 # Static files are served by the app itself (WhiteNoise) in every mode: no CDN, the browser works offline.
 STATIC_URL = "static/"
-STATIC_ROOT = env_path(
-    "DJANGO_STATIC_ROOT", BASE_DIR / "staticfiles" if IS_PRODUCTION else VAR_DIR / "staticfiles"
-)
+STATIC_ROOT = env_path("DJANGO_STATIC_ROOT", BASE_DIR / "staticfiles" if IS_PRODUCTION else VAR_DIR / "staticfiles")
 if not IS_PRODUCTION:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing root even when unused
 STATICFILES_DIRS = [BASE_DIR / "static"]
@@ -176,9 +172,7 @@ STORAGES = {
 
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", IS_PRODUCTION)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-SECURE_PROXY_SSL_HEADER = (
-    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("DJANGO_BEHIND_TLS_PROXY", False) else None
-)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("DJANGO_BEHIND_TLS_PROXY", False) else None
 SESSION_COOKIE_AGE = env_int("DJANGO_SESSION_AGE_SECONDS", 8 * 3600, minimum=300)
 
 REST_FRAMEWORK = {
@@ -213,19 +207,26 @@ SPECTACULAR_SETTINGS = {
 #   longest task (CELERY_TASK_TIME_LIMIT), or a running task would be handed to a second worker.
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
-CELERY_BROKER_URL = REDIS_URL or f"filesystem://{VAR_DIR / 'broker'}"
+# Without Redis: the demo shares a broker folder between processes; tests keep messages in memory.
+CELERY_BROKER_URL = REDIS_URL or ("memory://" if PORTAL_ENV == "test" else "filesystem://")
+if CELERY_BROKER_URL == "filesystem://":
+    for _folder in ("queue", "processed", "control"):
+        (VAR_DIR / "broker" / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = (
     {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=CELERY_TASK_TIME_LIMIT + 60)}
     if REDIS_URL
     else {
         # Without Redis (the demo) the broker is a folder that worker and web processes share.
+        "polling_interval": 0.2,
         "data_folder_in": str(VAR_DIR / "broker" / "queue"),
         "data_folder_out": str(VAR_DIR / "broker" / "queue"),
         "processed_folder": str(VAR_DIR / "broker" / "processed"),
+        "control_folder": str(VAR_DIR / "broker" / "control"),
         "store_processed": False,
     }
 )
 CELERY_BROKER_CONNECTION_TIMEOUT = env_float("CELERY_BROKER_CONNECTION_TIMEOUT", 3.0, minimum=0.1)
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -233,12 +234,35 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = "UTC"
 
+
 # Kubernetes: a kubeconfig file (the simulated cluster writes one), or the pod's service account.
 KUBE_IN_CLUSTER = env_bool("KUBE_IN_CLUSTER", False)
 KUBECONFIG = env_str("KUBECONFIG")
 KUBE_REQUEST_TIMEOUT = env_float("KUBE_REQUEST_TIMEOUT", 10.0, minimum=0.1)
 if KUBE_IN_CLUSTER and KUBECONFIG:
     raise ImproperlyConfigured("Set either KUBE_IN_CLUSTER=true or KUBECONFIG, not both.")
+
+# Workspace request policy (operators tune; team policies arrive with the quota work).
+WORKSPACE_DEFAULT_RUNTIME_HOURS = env_int("WORKSPACE_DEFAULT_RUNTIME_HOURS", 8, minimum=1)
+WORKSPACE_MAX_RUNTIME_HOURS = env_int("WORKSPACE_MAX_RUNTIME_HOURS", 72, minimum=WORKSPACE_DEFAULT_RUNTIME_HOURS)
+WORKSPACE_MAX_EXTEND_HOURS = env_int("WORKSPACE_MAX_EXTEND_HOURS", 24, minimum=1)
+WORKSPACE_MAX_HOME_GIB = env_int("WORKSPACE_MAX_HOME_GIB", 500, minimum=1)
+WORKSPACE_MAX_WORKERS = env_int("WORKSPACE_MAX_WORKERS", 8, minimum=1, maximum=64)
+# Where users open notebooks on a real cluster: https://<host>/ws/<namespace>/<name>/ behind an Ingress.
+# Empty: the API server's service proxy path, which is what the simulated cluster serves.
+NOTEBOOK_INGRESS_HOST = env_str("NOTEBOOK_INGRESS_HOST")
+NOTEBOOK_INGRESS_TLS = env_bool("NOTEBOOK_INGRESS_TLS", True)
+# Simulated cluster only: how long training-job pods "run" there (0 on a real cluster: the command decides).
+SIMCLUSTER_JOB_SECONDS = env_int("SIMCLUSTER_JOB_SECONDS", 0 if IS_PRODUCTION else 30, minimum=0)
+# Seconds between scheduling cycles and reconcile passes run by beat.
+SCHEDULING_INTERVAL_SECONDS = env_float("SCHEDULING_INTERVAL_SECONDS", 5.0, minimum=0.5)
+RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0, minimum=0.5)
+# An admitted workspace without objects for this long had its provisioning task lost: enqueue it again.
+PROVISIONING_RETRY_SECONDS = env_float("PROVISIONING_RETRY_SECONDS", 30.0, minimum=1.0)
+CELERY_BEAT_SCHEDULE = {
+    "scheduling-cycle": {"task": "scheduling.run_cycle", "schedule": SCHEDULING_INTERVAL_SECONDS},
+    "reconcile": {"task": "scheduling.reconcile", "schedule": RECONCILE_INTERVAL_SECONDS},
+}
 
 LOGGING = {
     "version": 1,

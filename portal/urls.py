@@ -11,7 +11,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("teams/", views.team_list, name="teams"),
     path("teams/<int:team_id>/", views.team_detail, name="team-detail"),
-    path("workspaces/", views.workspaces_placeholder, name="workspaces"),
+    path("workspaces/", include("workspaces.urls")),
     path("chargeback/", views.chargeback_placeholder, name="chargeback"),
     path("cluster/", views.cluster_placeholder, name="cluster"),
     path("healthz", health.healthz, name="healthz"),

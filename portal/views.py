@@ -54,13 +54,7 @@ def _placeholder(title: str, text: str) -> Callable[[HttpRequest], HttpResponse]
 
 
 # Pages that later work fills. They say what will be there, nothing more, so the menu has no dead links.
-workspaces_placeholder = _placeholder(
-    "My workspaces",
-    "Your notebooks and training jobs, with their state, GPU shape and cost, will be listed here.",
-)
 chargeback_placeholder = _placeholder(
     "Chargeback", "GPU cost per team and cost centre, per month, with CSV and PDF export, will be shown here."
 )
-cluster_placeholder = _placeholder(
-    "Cluster", "Nodes, GPUs, MIG layouts and their utilisation will be shown here."
-)
+cluster_placeholder = _placeholder("Cluster", "Nodes, GPUs, MIG layouts and their utilisation will be shown here.")

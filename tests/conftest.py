@@ -10,6 +10,9 @@ from rest_framework.test import APIClient
 from portal.models import Membership, OrgRole, Team, User
 from tests import factories
 
+# Fixtures shared across folders: headless Chromium, and the full stack (simulated cluster + worker).
+pytest_plugins = ("tests.browser_fixtures", "tests.stack_fixtures")
+
 
 @dataclass
 class Org:

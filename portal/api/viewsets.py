@@ -46,9 +46,7 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
         context = super().get_serializer_context()
         user = self.request.user
         context["my_roles"] = (
-            dict(Membership.objects.filter(user=user).values_list("team_id", "role"))
-            if user.is_authenticated
-            else {}
+            dict(Membership.objects.filter(user=user).values_list("team_id", "role")) if user.is_authenticated else {}
         )
         return context
 
@@ -74,7 +72,5 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
             return Response(status=status.HTTP_204_NO_CONTENT)
         payload = RoleSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        membership = actions.do_change_member_role(
-            request.user, team, username, payload.validated_data["role"]
-        )
+        membership = actions.do_change_member_role(request.user, team, username, payload.validated_data["role"])
         return Response(MemberSerializer(membership).data)

@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from portal.demo import PEOPLE, seed_demo_organisation
-from tests.browser.conftest import log_in
+from tests.browser_fixtures import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -42,9 +42,7 @@ def test_it_answers_me_per_role(org: Org, persona: str) -> None:
     body = response.json()
     assert body["username"] == user.username
     assert body["org_roles"] == sorted(user.org_roles())
-    expected_teams = {
-        (m.team.slug, m.role) for m in Membership.objects.filter(user=user).select_related("team")
-    }
+    expected_teams = {(m.team.slug, m.role) for m in Membership.objects.filter(user=user).select_related("team")}
     assert {(t["slug"], t["role"]) for t in body["teams"]} == expected_teams
 
 
@@ -95,9 +93,7 @@ def test_it_lets_a_lead_change_roles_and_remove_members_of_their_team(org: Org) 
     response = client.delete(f"/api/v1/teams/{org.alpha.pk}/members/alice/")
     assert response.status_code == 204
     assert not Membership.objects.filter(team=org.alpha, user=org.member).exists()
-    actions = list(
-        AuditEvent.objects.order_by("id").values_list("action", "actor__username", "before", "after")
-    )
+    actions = list(AuditEvent.objects.order_by("id").values_list("action", "actor__username", "before", "after"))
     assert actions == [
         (
             "membership.role",
@@ -129,9 +125,7 @@ def test_it_stops_a_lead_from_changing_another_team(org: Org) -> None:
         ({}, "username: This field is required."),
     ],
 )
-def test_it_rejects_bad_member_input_with_a_clear_message(
-    org: Org, payload: dict[str, str], message: str
-) -> None:
+def test_it_rejects_bad_member_input_with_a_clear_message(org: Org, payload: dict[str, str], message: str) -> None:
     before = Membership.objects.count()
     response = api_client_for(org.lead).post(f"/api/v1/teams/{org.alpha.pk}/members/", payload, format="json")
     assert response.status_code == 400
@@ -153,10 +147,7 @@ def test_it_keeps_at_least_one_lead(org: Org) -> None:
 def test_it_returns_404_for_a_non_numeric_or_missing_team(org: Org) -> None:
     client = api_client_for(org.operator)
     assert client.get("/api/v1/teams/999999/").status_code == 404
-    assert (
-        client.post("/api/v1/teams/999999/members/", {"username": "charlie"}, format="json").status_code
-        == 404
-    )
+    assert client.post("/api/v1/teams/999999/members/", {"username": "charlie"}, format="json").status_code == 404
 
 
 def test_it_lists_teams_without_n_plus_one_queries(org: Org, django_assert_max_num_queries) -> None:

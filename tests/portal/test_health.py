@@ -23,8 +23,7 @@ def test_it_reports_each_dependency_in_readyz(settings) -> None:
     assert body["checks"]["broker"]["ok"] is True
     assert body["checks"]["kubernetes"] == {
         "ok": False,
-        "error": "KubeNotConfigured: No Kubernetes cluster configured: "
-        "set KUBECONFIG or KUBE_IN_CLUSTER=true.",
+        "error": "KubeNotConfigured: No Kubernetes cluster configured: set KUBECONFIG or KUBE_IN_CLUSTER=true.",
     }
     assert response.status_code == 503
     assert body["status"] == "not ready"

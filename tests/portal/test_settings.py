@@ -26,9 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
     ],
 )
 def test_it_refuses_to_start_with_bad_settings(variables: dict[str, str], named: str) -> None:
-    environment = {
-        k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PORTAL_", "DATABASE_"))
-    }
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PORTAL_", "DATABASE_"))}
     environment |= {"PORTAL_ENV": "demo", "PORTAL_VAR_DIR": "/tmp/portal-settings-test"} | variables
     result = subprocess.run(
         [sys.executable, "manage.py", "check"],
@@ -44,9 +42,7 @@ def test_it_refuses_to_start_with_bad_settings(variables: dict[str, str], named:
     assert named in last_line
 
 
-@pytest.mark.parametrize(
-    ("raw", "expected"), [("true", True), ("1", True), ("off", False), ("No", False), ("", True)]
-)
+@pytest.mark.parametrize(("raw", "expected"), [("true", True), ("1", True), ("off", False), ("No", False), ("", True)])
 def test_it_parses_booleans(monkeypatch: pytest.MonkeyPatch, raw: str, expected: bool) -> None:
     monkeypatch.setenv("SOME_FLAG", raw)
     assert env.env_bool("SOME_FLAG", True) is expected

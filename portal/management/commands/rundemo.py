@@ -1,7 +1,9 @@
-"""Run the whole demo stack in the foreground: web server and Celery worker as child processes.
+"""Run the whole demo stack in the foreground: simulated cluster, Celery worker with beat, web server.
 
-On the embedded defaults (SQLite, a folder as the Celery broker) nothing else must be installed.
-Ctrl-C stops every child; a child that dies stops the others, so a broken demo never half-runs.
+On the embedded defaults (SQLite, a folder as the Celery broker, the simulated cluster) nothing else must
+be installed. Ctrl-C stops every child; a child that dies stops the others, so a broken demo never
+half-runs. The simulated cluster lives in memory: each start begins with an empty cluster, and the
+reconcile loop re-creates what the database says should run.
 """
 
 from __future__ import annotations
@@ -12,66 +14,112 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from scheduling.kube.client import reset_client
 
 
 @dataclass
 class Child:
     name: str
     argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
-    process: subprocess.Popen[bytes] | None = None
+    process: subprocess.Popen[bytes] | None = field(default=None)
 
 
 class Command(BaseCommand):
-    help = "Serve the portal with its demo stack (web, Celery worker) until interrupted."
+    help = "Serve the portal with its demo stack (simulated cluster, worker, beat, web) until interrupted."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--cluster", type=Path, default=None, help="simulated cluster YAML (default: demo)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        for folder in ("queue", "processed"):
-            (settings.VAR_DIR / "broker" / folder).mkdir(parents=True, exist_ok=True)
         python = sys.executable
-        address = f"{options['host']}:{options['port']}"
-        children = [
-            Child(
-                "worker",
-                [
-                    python,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "portal",
-                    "worker",
-                    "-l",
-                    "warning",
-                    "--pool",
-                    "threads",
-                    "--concurrency",
-                    "4",
-                    "--without-gossip",
-                    "--without-mingle",
-                ],
-            ),
-            Child("web", [python, "manage.py", "runserver", address, "--noreload"]),
-        ]
-        base_env = dict(os.environ, PORTAL_ENV=settings.PORTAL_ENV)
-        for child in children:
-            child.process = subprocess.Popen(child.argv, env=base_env | child.env, cwd=settings.BASE_DIR)  # noqa: S603
-        self.stdout.write(self.style.SUCCESS(f"Portal demo on http://{address}/ (Ctrl-C stops it)"))
+        kubeconfig = settings.VAR_DIR / "kubeconfig"
+        kubeconfig.unlink(missing_ok=True)
+        env = dict(
+            os.environ,
+            PORTAL_ENV=settings.PORTAL_ENV,
+            KUBECONFIG=str(kubeconfig),
+            # Short loops keep the demo snappy: a request runs within seconds.
+            SCHEDULING_INTERVAL_SECONDS=os.environ.get("SCHEDULING_INTERVAL_SECONDS", "2"),
+            RECONCILE_INTERVAL_SECONDS=os.environ.get("RECONCILE_INTERVAL_SECONDS", "1"),
+        )
+        cluster_args = ["--nodes", str(options["cluster"])] if options["cluster"] else []
+        cluster = Child(
+            "simcluster",
+            [
+                python,
+                "-m",
+                "scheduling.simcluster",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--start-delay",
+                "2",
+                *cluster_args,
+            ],
+        )
+        children = [cluster]
         try:
-            self._wait(children)
+            self._start(cluster, env)
+            self._wait_for(kubeconfig, cluster)
+            settings.KUBECONFIG = str(kubeconfig)
+            reset_client()
+            call_command("discover_offerings", "--apply", stdout=self.stdout)
+            address = f"{options['host']}:{options['port']}"
+            schedule = settings.VAR_DIR / "celerybeat-schedule"
+            children += [
+                Child(
+                    "worker",
+                    [
+                        python,
+                        "-m",
+                        "celery",
+                        "-A",
+                        "portal",
+                        "worker",
+                        "--beat",
+                        "--schedule",
+                        str(schedule),
+                        "-l",
+                        "warning",
+                        "--pool",
+                        "threads",
+                        "--concurrency",
+                        "4",
+                        "--without-gossip",
+                        "--without-mingle",
+                    ],
+                ),
+                Child("web", [python, "manage.py", "runserver", address, "--noreload"]),
+            ]
+            for child in children[1:]:
+                self._start(child, env)
+            self.stdout.write(self.style.SUCCESS(f"Portal demo on http://{address}/ (Ctrl-C stops it)"))
+            self._watch(children)
         except KeyboardInterrupt:
             pass
         finally:
             self._stop(children)
 
-    def _wait(self, children: list[Child]) -> None:
+    def _start(self, child: Child, env: dict[str, str]) -> None:
+        child.process = subprocess.Popen(child.argv, env=env, cwd=settings.BASE_DIR)  # noqa: S603
+
+    def _wait_for(self, kubeconfig: Path, cluster: Child) -> None:
+        deadline = time.monotonic() + 30
+        while not kubeconfig.exists():
+            assert cluster.process is not None
+            if cluster.process.poll() is not None or time.monotonic() > deadline:
+                raise CommandError("The simulated cluster did not start; see its output above.")
+            time.sleep(0.2)
+
+    def _watch(self, children: list[Child]) -> None:
         while True:
             for child in children:
                 assert child.process is not None

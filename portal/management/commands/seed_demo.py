@@ -3,6 +3,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from portal.demo import seed_demo_organisation
+from scheduling.demo import seed_demo_catalogue
 
 
 class Command(BaseCommand):
@@ -10,6 +11,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         people = seed_demo_organisation()
+        seed_demo_catalogue()
         self.stdout.write(self.style.SUCCESS("Demo organisation ready. Logins:"))
         for person in people:
             roles = [f"{team}:{role}" for team, role in person.teams] + list(person.org_roles)

@@ -1,0 +1,150 @@
+"""Propose GPU offerings from what the cluster's nodes advertise, so operators never type resource names.
+
+Reads the labels GPU Feature Discovery publishes and the device plugin's allocatable resources
+(GPU-ON-KUBERNETES.md sections 1 and 2): whole GPUs, MIG profiles (``nvidia.com/mig-<profile>``) and
+time-sliced replicas (``nvidia.com/gpu.replicas`` > 1, product label ending in ``-SHARED``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from scheduling.engine import gpus
+
+PRODUCT = "nvidia.com/gpu.product"
+REPLICAS = "nvidia.com/gpu.replicas"
+MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(?P<profile>.+)$")
+WHOLE_COUNTS = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class OfferingProposal:
+    slug: str
+    display_name: str
+    kind: str  # whole | mig | shared | cpu
+    gpu_model: str
+    resource_name: str
+    node_selector: dict[str, str]
+    gpu_equivalents: Decimal
+    allowed_counts: list[int]
+    mig_profile: str = ""
+    replicas: int = 1
+    cpu_millis_default: int = 2000
+    memory_mib_default: int = 8192
+    description: str = ""
+    nodes: list[str] = field(default_factory=list, compare=False)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40].strip("-")
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def _equivalents(value: float) -> Decimal:
+    return Decimal(str(value)).quantize(Decimal("0.0001"))
+
+
+def _node_proposals(node: Mapping[str, Any]) -> list[OfferingProposal]:
+    labels = node.get("metadata", {}).get("labels") or {}
+    allocatable = node.get("status", {}).get("allocatable") or {}
+    product = labels.get(PRODUCT)
+    if not product:
+        return []
+    model = gpus.get_model(product)
+    nice = model.nvml_name
+    found: list[OfferingProposal] = []
+    replicas = _int(labels.get(REPLICAS, "1")) or 1
+    for resource in ("nvidia.com/gpu", "nvidia.com/gpu.shared"):
+        units = _int(allocatable.get(resource, 0))
+        if units <= 0:
+            continue
+        if replicas > 1 or resource.endswith(".shared"):
+            found.append(
+                OfferingProposal(
+                    slug=_slug(f"{model.key}-shared-{replicas}"),
+                    display_name=f"{nice}, 1/{replicas} shared",
+                    kind="shared",
+                    gpu_model=model.key,
+                    resource_name=resource,
+                    node_selector={PRODUCT: product},
+                    gpu_equivalents=_equivalents(1 / replicas),
+                    allowed_counts=[1],
+                    replicas=replicas,
+                    description="A time-sliced share of one GPU: no memory or fault isolation from its neighbours.",
+                )
+            )
+        else:
+            gpu_count = _int(labels.get("nvidia.com/gpu.count", units))
+            found.append(
+                OfferingProposal(
+                    slug=_slug(model.key),
+                    display_name=f"{nice} (whole GPU)",
+                    kind="whole",
+                    gpu_model=model.key,
+                    resource_name=resource,
+                    node_selector={PRODUCT: product},
+                    gpu_equivalents=Decimal(1),
+                    allowed_counts=[n for n in WHOLE_COUNTS if n <= gpu_count],
+                    cpu_millis_default=8000,
+                    memory_mib_default=65536,
+                    description="Whole GPUs, exclusive to the workspace.",
+                )
+            )
+    for resource, amount in allocatable.items():
+        match = MIG_RESOURCE.match(resource)
+        if not match or _int(amount) <= 0:
+            continue
+        profile = gpus.profile_for_resource(model, resource)
+        name = profile.name if profile else match["profile"]
+        found.append(
+            OfferingProposal(
+                slug=_slug(f"{model.key}-{name}"),
+                display_name=f"{nice} MIG {name}",
+                kind="mig",
+                gpu_model=model.key,
+                resource_name=resource,
+                node_selector={PRODUCT: product},
+                gpu_equivalents=_equivalents(gpus.gpu_equivalents(model, name)),
+                allowed_counts=[1],
+                mig_profile=name,
+                description="A hardware-isolated MIG slice of one GPU.",
+            )
+        )
+    return found
+
+
+def propose_offerings(nodes: Iterable[Mapping[str, Any]]) -> list[OfferingProposal]:
+    """One proposal per distinct shape across all nodes, plus CPU-only when some node has no GPUs."""
+    by_slug: dict[str, OfferingProposal] = {}
+    cpu_nodes: list[str] = []
+    for node in nodes:
+        name = node.get("metadata", {}).get("name", "")
+        proposals = _node_proposals(node)
+        if not proposals and not (node.get("metadata", {}).get("labels") or {}).get(PRODUCT):
+            cpu_nodes.append(name)
+        for proposal in proposals:
+            by_slug.setdefault(proposal.slug, proposal).nodes.append(name)
+    if cpu_nodes:
+        by_slug["cpu"] = OfferingProposal(
+            slug="cpu",
+            display_name="CPU only",
+            kind="cpu",
+            gpu_model="",
+            resource_name="",
+            node_selector={},
+            gpu_equivalents=Decimal(0),
+            allowed_counts=[0],
+            description="No GPU.",
+            nodes=cpu_nodes,
+        )
+    return sorted(by_slug.values(), key=lambda p: (p.kind, p.slug))

@@ -1,0 +1,377 @@
+"""Kubernetes objects for a workspace, built by pure functions (no I/O, no Django).
+
+Each builder returns a ``kubernetes.client`` model with ``apiVersion`` and ``kind`` set, ready for
+:class:`scheduling.kube.calls.Kube`. Facts about GPUs come from ``shared/design/GPU-ON-KUBERNETES.md``
+(cited as "GPU doc <section>").
+
+Choices worth knowing:
+
+- **restartPolicy Never, notebooks included.** A bare pod with ``Always`` restarts a crashed or
+  shut-down Jupyter server in place (and into CrashLoopBackOff) while holding its GPU; with ``Never``
+  the pod ends Succeeded/Failed, the GPU is freed at once and the portal decides what happens next
+  (resume is a new pod on the same volume). The kubelet enforces ``activeDeadlineSeconds`` either way.
+- **Guaranteed QoS.** CPU and memory limits equal requests: GPU work is the most expensive to lose,
+  and Guaranteed pods are evicted last under node pressure.
+- **GPUs in limits only**: requests default to limits, and extended resources are integers that
+  cannot be overcommitted (GPU doc 1.5).
+- **Readiness is a TCP check on 8888**: it needs no token and does not count as Jupyter activity.
+- **Training jobs fail as a whole**: ``backoffLimit: 0`` on an Indexed Job, so the first failed worker
+  fails the Job and the controller stops the others. Distributed training cannot carry on with a
+  worker missing, and retrying is the portal's decision, not the Job controller's.
+- **Home volume for jobs**: the home PVC is ReadWriteOnce, i.e. mountable from one node only. It is
+  mounted when all pods are certain to share a node (notebooks, single-worker jobs, jobs pinned to a
+  node); multi-node jobs run without it and get no PVC (see :func:`mounts_home`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client
+
+from scheduling.kube import names
+from scheduling.kube.spec import (
+    SIM_DURATION_ANNOTATION,
+    SIM_PROFILE_ANNOTATION,
+    WorkspaceSpec,
+    env_name_problem,
+)
+
+NOTEBOOK_PORT = 8888
+MASTER_PORT = 29500
+NOTEBOOK_HOME = "/home/jovyan"  # the docker-stacks user's home
+JOB_HOME = "/workspace/home"
+TOKEN_KEY = "token"  # noqa: S105 - the key inside the Secret, not a secret
+JOB_TTL_SECONDS = 3600  # finished Jobs linger an hour so the reconcile loop and the logs page see them
+# The docker-stacks user (jovyan, uid 1000) and group (users, gid 100).
+RUN_AS_USER = 1000
+RUN_AS_GROUP = 100
+GPU_TAINT_KEY = "nvidia.com/gpu"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+Model = Any  # kubernetes.client models are untyped
+
+
+# -- checks (defence in depth: the portal validates first) --------------------------------------------
+
+
+def check_spec(spec: WorkspaceSpec) -> None:
+    """Raise ValueError for a spec no builder should turn into objects."""
+    for env_name in spec.env:
+        problem = env_name_problem(env_name)
+        if problem:
+            raise ValueError(problem)
+    if spec.cpu_millis < 1 or spec.memory_mib < 1:
+        raise ValueError("cpu and memory must be positive")
+    if spec.max_runtime_seconds < 1:
+        raise ValueError("max runtime must be positive")
+    if spec.home_volume_gib < 1:
+        raise ValueError("home volume size must be positive")
+    if spec.workers < 1 or (spec.kind == "notebook" and spec.workers != 1):
+        raise ValueError("a notebook has exactly one worker, a job at least one")
+    gpu = spec.gpu
+    if gpu is not None:
+        if gpu.count < 1:
+            raise ValueError("GPU count must be a positive integer (GPU doc 1.5)")
+        if gpu.sharing == "time-sliced" and gpu.count != 1:
+            # failRequestsGreaterThanOne: the kubelet would refuse the pod at admission (GPU doc 1.3).
+            raise ValueError("a time-sliced GPU request asks for exactly one replica")
+
+
+def mounts_home(spec: WorkspaceSpec) -> bool:
+    """Whether the workspace's pods mount the ReadWriteOnce home volume (all on one node)."""
+    return spec.kind == "notebook" or spec.workers == 1 or spec.pin_node is not None
+
+
+# -- shared pieces ----------------------------------------------------------------------------------
+
+
+def _meta(spec: WorkspaceSpec, name: str, annotations: Mapping[str, str] | None = None) -> Model:
+    return client.V1ObjectMeta(
+        name=name,
+        namespace=names.namespace_for(spec.team_slug),
+        labels=names.common_labels(spec),
+        annotations=dict(annotations) if annotations else None,
+    )
+
+
+def _sim_annotations(spec: WorkspaceSpec) -> dict[str, str]:
+    annotations = {}
+    if spec.workload_profile:
+        annotations[SIM_PROFILE_ANNOTATION] = spec.workload_profile
+    if spec.simulated_duration_seconds is not None:
+        annotations[SIM_DURATION_ANNOTATION] = str(spec.simulated_duration_seconds)
+    return annotations
+
+
+def _resources(spec: WorkspaceSpec) -> Model:
+    cpu_memory = {"cpu": f"{spec.cpu_millis}m", "memory": f"{spec.memory_mib}Mi"}
+    limits = dict(cpu_memory)
+    if spec.gpu is not None:
+        limits[spec.gpu.resource_name] = str(spec.gpu.count)
+    return client.V1ResourceRequirements(requests=cpu_memory, limits=limits)
+
+
+def _env(spec: WorkspaceSpec, extra: list[Model]) -> list[Model]:
+    env = [client.V1EnvVar(name=k, value=v) for k, v in sorted(spec.env.items())]
+    if spec.gpu is None:
+        # Without it a CUDA image may see every GPU of the node (GPU doc 5, 9.6).
+        env.append(client.V1EnvVar(name="NVIDIA_VISIBLE_DEVICES", value="void"))
+    return env + extra
+
+
+def _container_security() -> Model:
+    return client.V1SecurityContext(
+        allow_privilege_escalation=False,
+        capabilities=client.V1Capabilities(drop=["ALL"]),
+        privileged=False,
+        read_only_root_filesystem=False,  # Jupyter and pip write under the image's paths
+        run_as_non_root=True,
+    )
+
+
+def _pod_security() -> Model:
+    return client.V1PodSecurityContext(
+        run_as_non_root=True,
+        run_as_user=RUN_AS_USER,
+        run_as_group=RUN_AS_GROUP,
+        fs_group=RUN_AS_GROUP,
+        fs_group_change_policy="OnRootMismatch",  # skip the recursive chown of a large home on resume
+        seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
+    )
+
+
+def _affinity(spec: WorkspaceSpec) -> Model | None:
+    if spec.pin_node is None:
+        return None
+    term = client.V1NodeSelectorTerm(
+        match_expressions=[client.V1NodeSelectorRequirement(key=HOSTNAME_LABEL, operator="In", values=[spec.pin_node])]
+    )
+    return client.V1Affinity(
+        node_affinity=client.V1NodeAffinity(
+            required_during_scheduling_ignored_during_execution=client.V1NodeSelector(node_selector_terms=[term])
+        )
+    )
+
+
+def _volumes(spec: WorkspaceSpec, home_path: str) -> tuple[list[Model], list[Model]]:
+    volumes = [client.V1Volume(name="tmp", empty_dir=client.V1EmptyDirVolumeSource())]
+    mounts = [client.V1VolumeMount(name="tmp", mount_path="/tmp")]  # noqa: S108 - a private emptyDir
+    if mounts_home(spec):
+        volumes.insert(
+            0,
+            client.V1Volume(
+                name="home",
+                persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
+                    claim_name=names.home_pvc_name(spec)
+                ),
+            ),
+        )
+        mounts.insert(0, client.V1VolumeMount(name="home", mount_path=home_path))
+    return volumes, mounts
+
+
+def _pod_spec(spec: WorkspaceSpec, container: Model, volumes: list[Model], **extra: Any) -> Model:
+    gpu = spec.gpu
+    return client.V1PodSpec(
+        containers=[container],
+        volumes=volumes,
+        restart_policy="Never",
+        security_context=_pod_security(),
+        automount_service_account_token=False,  # workspaces have no business with the API server
+        enable_service_links=False,  # no env vars for every service in the team namespace
+        node_selector=dict(gpu.node_selector) if gpu and gpu.node_selector else None,
+        tolerations=(
+            [client.V1Toleration(key=GPU_TAINT_KEY, operator="Exists", effect="NoSchedule")] if gpu else None
+        ),  # GPU nodes are tainted nvidia.com/gpu with a value that varies (GPU doc 5)
+        affinity=_affinity(spec),
+        priority_class_name=spec.priority_class,
+        **extra,
+    )
+
+
+# -- objects ----------------------------------------------------------------------------------------
+
+
+def make_namespace(team_slug: str) -> Model:
+    return client.V1Namespace(
+        api_version="v1",
+        kind="Namespace",
+        metadata=client.V1ObjectMeta(
+            name=names.namespace_for(team_slug),
+            labels={
+                "gpuportal.io/team": names.label_value(team_slug),
+                "app.kubernetes.io/managed-by": "gpu-portal",
+                "pod-security.kubernetes.io/enforce": "restricted",
+            },
+        ),
+    )
+
+
+def make_home_pvc(spec: WorkspaceSpec) -> Model:
+    """The home volume; it outlives stopped pods and is deleted only with the workspace."""
+    return client.V1PersistentVolumeClaim(
+        api_version="v1",
+        kind="PersistentVolumeClaim",
+        metadata=_meta(spec, names.home_pvc_name(spec)),
+        spec=client.V1PersistentVolumeClaimSpec(
+            access_modes=["ReadWriteOnce"],
+            resources=client.V1VolumeResourceRequirements(requests={"storage": f"{spec.home_volume_gib}Gi"}),
+            storage_class_name=spec.storage_class,
+        ),
+    )
+
+
+def make_token_secret(spec: WorkspaceSpec, token: str) -> Model:
+    """The Jupyter token, read by the pod through a secretKeyRef so it never appears in the pod spec."""
+    return client.V1Secret(
+        api_version="v1",
+        kind="Secret",
+        metadata=_meta(spec, names.token_secret_name(spec)),
+        type="Opaque",
+        string_data={TOKEN_KEY: token},
+    )
+
+
+def _normalise_base_url(base_url: str) -> str:
+    return "/" + base_url.strip("/") + "/" if base_url.strip("/") else "/"
+
+
+def make_notebook_pod(spec: WorkspaceSpec, *, base_url: str) -> Model:
+    """A Jupyter server pod (docker-stacks images: ENTRYPOINT tini, so ``args`` replaces the CMD)."""
+    check_spec(spec)
+    if spec.kind != "notebook":
+        raise ValueError("make_notebook_pod needs a notebook spec")
+    volumes, mounts = _volumes(spec, NOTEBOOK_HOME)
+    token = client.V1EnvVar(
+        name="JUPYTER_TOKEN",
+        value_from=client.V1EnvVarSource(
+            secret_key_ref=client.V1SecretKeySelector(name=names.token_secret_name(spec), key=TOKEN_KEY)
+        ),
+    )
+    container = client.V1Container(
+        name="notebook",
+        image=spec.image,
+        args=[
+            "start-notebook.py",
+            "--ServerApp.ip=0.0.0.0",
+            f"--ServerApp.port={NOTEBOOK_PORT}",
+            f"--ServerApp.base_url={_normalise_base_url(base_url)}",
+        ],
+        ports=[client.V1ContainerPort(name="http", container_port=NOTEBOOK_PORT, protocol="TCP")],
+        env=_env(spec, [token]),
+        resources=_resources(spec),
+        readiness_probe=client.V1Probe(
+            tcp_socket=client.V1TCPSocketAction(port="http"), period_seconds=5, failure_threshold=3
+        ),
+        security_context=_container_security(),
+        volume_mounts=mounts,
+    )
+    return client.V1Pod(
+        api_version="v1",
+        kind="Pod",
+        metadata=_meta(spec, names.base_name(spec), _sim_annotations(spec)),
+        spec=_pod_spec(spec, container, volumes, active_deadline_seconds=spec.max_runtime_seconds),
+    )
+
+
+def make_notebook_service(spec: WorkspaceSpec) -> Model:
+    return client.V1Service(
+        api_version="v1",
+        kind="Service",
+        metadata=_meta(spec, names.base_name(spec)),
+        spec=client.V1ServiceSpec(
+            type="ClusterIP",
+            selector=names.selector_labels(spec),
+            ports=[client.V1ServicePort(name="http", port=NOTEBOOK_PORT, target_port="http", protocol="TCP")],
+        ),
+    )
+
+
+def make_headless_service(spec: WorkspaceSpec) -> Model:
+    """Gives each worker the DNS name ``<job>-<index>.<service>``; ready or not, so workers that start
+    first can already resolve the master."""
+    return client.V1Service(
+        api_version="v1",
+        kind="Service",
+        metadata=_meta(spec, names.base_name(spec)),
+        spec=client.V1ServiceSpec(
+            cluster_ip="None",
+            selector=names.selector_labels(spec),
+            publish_not_ready_addresses=True,
+            ports=[client.V1ServicePort(name="rendezvous", port=MASTER_PORT, protocol="TCP")],
+        ),
+    )
+
+
+def make_training_job(spec: WorkspaceSpec) -> Model:
+    """An Indexed Job with one pod per worker, all-or-nothing (see the module docstring)."""
+    check_spec(spec)
+    if spec.kind != "job":
+        raise ValueError("make_training_job needs a job spec")
+    base = names.base_name(spec)
+    service = base  # the headless service shares the Job's name
+    volumes, mounts = _volumes(spec, JOB_HOME)
+    index = client.V1EnvVar(
+        name="RANK",
+        value_from=client.V1EnvVarSource(
+            field_ref=client.V1ObjectFieldSelector(
+                field_path="metadata.annotations['batch.kubernetes.io/job-completion-index']"
+            )
+        ),
+    )
+    distributed = [
+        client.V1EnvVar(name="WORLD_SIZE", value=str(spec.workers)),
+        index,
+        client.V1EnvVar(name="MASTER_ADDR", value=f"{base}-0.{service}"),
+        client.V1EnvVar(name="MASTER_PORT", value=str(MASTER_PORT)),
+    ]
+    container = client.V1Container(
+        name="worker",
+        image=spec.image,
+        command=list(spec.command) or None,  # empty: the image's own entrypoint
+        ports=[client.V1ContainerPort(name="rendezvous", container_port=MASTER_PORT, protocol="TCP")],
+        env=_env(spec, distributed),
+        resources=_resources(spec),
+        security_context=_container_security(),
+        volume_mounts=mounts,
+    )
+    template = client.V1PodTemplateSpec(
+        metadata=client.V1ObjectMeta(labels=names.common_labels(spec), annotations=_sim_annotations(spec) or None),
+        spec=_pod_spec(spec, container, volumes, subdomain=service),
+    )
+    return client.V1Job(
+        api_version="batch/v1",
+        kind="Job",
+        metadata=_meta(spec, base),
+        spec=client.V1JobSpec(
+            completion_mode="Indexed",
+            completions=spec.workers,
+            parallelism=spec.workers,
+            backoff_limit=0,
+            active_deadline_seconds=spec.max_runtime_seconds,
+            ttl_seconds_after_finished=JOB_TTL_SECONDS,
+            template=template,
+        ),
+    )
+
+
+def objects_for(spec: WorkspaceSpec, *, token: str | None = None, base_url: str = "/") -> list[Model]:
+    """Every namespaced object of a workspace, in creation order (the namespace comes separately).
+
+    Notebooks: home PVC, token secret, pod, service. Jobs: home PVC (when mounted), headless service,
+    Job; the service goes first so workers resolve each other from their first second.
+    """
+    check_spec(spec)
+    home = [make_home_pvc(spec)] if mounts_home(spec) else []
+    if spec.kind == "notebook":
+        if not token:
+            raise ValueError("a notebook needs a Jupyter token")
+        return [
+            *home,
+            make_token_secret(spec, token),
+            make_notebook_pod(spec, base_url=base_url),
+            make_notebook_service(spec),
+        ]
+    return [*home, make_headless_service(spec), make_training_job(spec)]

@@ -1,0 +1,97 @@
+"""Read a workspace's state off its Kubernetes objects. Pure: dicts in, an observation out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from workspaces.models import Workspace
+
+State = Workspace.State
+
+# Kubelet admission failures leave the pod Failed for good; it must be recreated (GPU-ON-KUBERNETES.md 9.4).
+RECREATE_REASONS = ("UnexpectedAdmissionError", "Evicted", "Preempting", "NodeLost", "Terminated")
+
+
+@dataclass(frozen=True)
+class Observation:
+    state: str | None  # None: the objects are missing
+    reason: str
+    node: str = ""
+    recreate: bool = False  # the pod is beyond repair where it is; delete it and provision again
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    conditions: list[Mapping[str, Any]] = obj.get("status", {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == kind), None)
+
+
+def _waiting_reason(pod: Mapping[str, Any]) -> str:
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        waiting = (status.get("state") or {}).get("waiting")
+        if waiting:
+            return str(waiting.get("reason") or "starting")
+    return "starting"
+
+
+def _pending(pod: Mapping[str, Any]) -> Observation:
+    node = pod.get("spec", {}).get("nodeName") or ""
+    if not node:
+        scheduled = _condition(pod, "PodScheduled")
+        message = (scheduled or {}).get("message") or "waiting for the scheduler"
+        return Observation(State.PROVISIONING, f"Waiting for a node: {message}")
+    return Observation(State.PROVISIONING, f"Starting on {node} ({_waiting_reason(pod)}).", node)
+
+
+def observe_pod(pod: Mapping[str, Any] | None) -> Observation:
+    """A notebook's state from its pod."""
+    if pod is None:
+        return Observation(None, "Its pod is missing.")
+    status = pod.get("status", {})
+    phase = status.get("phase")
+    node = pod.get("spec", {}).get("nodeName") or ""
+    if phase == "Pending":
+        return _pending(pod)
+    if phase == "Running":
+        ready = _condition(pod, "Ready")
+        if ready and ready.get("status") == "True":
+            return Observation(State.RUNNING, f"Running on {node}.", node)
+        return Observation(State.PROVISIONING, f"Started on {node}; waiting until it is ready.", node)
+    if phase == "Succeeded":
+        return Observation(State.STOPPED, "The notebook server exited.", node)
+    reason = status.get("reason") or ""
+    message = status.get("message") or reason or "the container failed"
+    if reason == "DeadlineExceeded":
+        return Observation(State.EXPIRED, "Reached the longest runtime the policy allows.", node)
+    disrupted = _condition(pod, "DisruptionTarget")
+    if reason in RECREATE_REASONS or (disrupted and disrupted.get("status") == "True"):
+        return Observation(
+            State.ADMITTED, f"Its pod was stopped by the cluster ({message}); starting it again.", node, True
+        )
+    return Observation(State.FAILED, f"Failed: {message}", node)
+
+
+def observe_job(job: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]], workers: int) -> Observation:
+    """A training job's state from its Job and the Job's pods."""
+    if job is None:
+        return Observation(None, "Its job is missing.")
+    for kind, state in (("Complete", State.SUCCEEDED), ("Failed", State.FAILED)):
+        condition = _condition(job, kind)
+        if condition and condition.get("status") == "True":
+            if condition.get("reason") == "DeadlineExceeded":
+                return Observation(State.EXPIRED, "Reached the longest runtime the policy allows.")
+            text = "Finished successfully." if state == State.SUCCEEDED else f"Failed: {condition.get('message')}"
+            return Observation(state, text)
+    live = [p for p in pods if p.get("status", {}).get("phase") in ("Pending", "Running")]
+    nodes = sorted({p["spec"]["nodeName"] for p in live if p.get("spec", {}).get("nodeName")})
+    ready = [p for p in live if (_condition(p, "Ready") or {}).get("status") == "True"]
+    if len(ready) >= workers:
+        return Observation(State.RUNNING, f"Running {workers} worker(s) on {', '.join(nodes)}.", ", ".join(nodes))
+    waiting = [p for p in live if p.get("status", {}).get("phase") == "Pending"]
+    if waiting:
+        first = _pending(waiting[0])
+        return Observation(
+            State.PROVISIONING, f"{len(ready)}/{workers} workers ready. {first.reason}", ", ".join(nodes)
+        )
+    return Observation(State.PROVISIONING, f"{len(ready)}/{workers} workers ready.", ", ".join(nodes))

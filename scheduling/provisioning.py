@@ -1,0 +1,80 @@
+"""Create and remove a workspace's Kubernetes objects.
+
+Both directions are idempotent (names are derived from the workspace, a 409 on create and a 404 on
+delete count as success), so a task redelivered after a worker crash converges on one set of objects.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+
+from scheduling.kube import manifests, names
+from scheduling.kube.calls import Kube, PermanentKubeError
+from scheduling.specs import spec_for
+from workspaces.models import Workspace
+from workspaces.tokens import jupyter_token
+from workspaces.transitions import State, transition
+
+log = logging.getLogger(__name__)
+
+NOTEBOOK_PORT = 8888
+
+
+def notebook_base_url(namespace: str, service: str) -> str:
+    """Where Jupyter is served: behind the Ingress on a real cluster, else the API server's service proxy."""
+    if settings.NOTEBOOK_INGRESS_HOST:
+        return f"/ws/{namespace}/{service}/"
+    return f"/api/v1/namespaces/{namespace}/services/{service}:{NOTEBOOK_PORT}/proxy/"
+
+
+def provision(kube: Kube, workspace_id: int) -> None:
+    workspace = Workspace.objects.select_related("team", "owner", "offering").get(pk=workspace_id)
+    if workspace.state not in (State.ADMITTED, State.PROVISIONING):
+        log.info("workspace %s is %s; nothing to provision", workspace_id, workspace.state)
+        return
+    spec = spec_for(workspace)
+    namespace = names.namespace_for(workspace.team.slug)
+    base = names.base_name(spec)
+    try:
+        kube.ensure(manifests.make_namespace(workspace.team.slug))
+        for obj in manifests.objects_for(
+            spec, token=jupyter_token(workspace), base_url=notebook_base_url(namespace, base)
+        ):
+            kube.ensure(obj)
+    except PermanentKubeError as exc:
+        transition(
+            workspace,
+            State.FAILED,
+            f"The cluster refused the workspace: {exc.message}",
+            expected=[State.ADMITTED, State.PROVISIONING],
+            source="provisioner",
+        )
+        return
+    transition(
+        workspace,
+        State.PROVISIONING,
+        "Created its objects in the cluster; waiting for a node to start it.",
+        expected=[State.ADMITTED],
+        source="provisioner",
+        namespace=namespace,
+    )
+
+
+def teardown(kube: Kube, workspace_id: int, *, delete_volume: bool) -> None:
+    """Delete the workspace's pods and services (and its home volume and token when ``delete_volume``)."""
+    workspace = Workspace.objects.select_related("team", "owner", "offering").get(pk=workspace_id)
+    spec = spec_for(workspace)
+    namespace = names.namespace_for(workspace.team.slug)
+    base = names.base_name(spec)
+    if workspace.kind == Workspace.Kind.JOB:
+        kube.delete("Job", namespace, base, propagation="Foreground")
+    else:
+        kube.delete("Pod", namespace, base)
+    kube.delete("Service", namespace, base)
+    if delete_volume:
+        kube.delete("Secret", namespace, names.token_secret_name(spec))
+        kube.delete("PersistentVolumeClaim", namespace, names.home_pvc_name(spec))
+    if workspace.state == State.STOPPING:
+        transition(workspace, State.STOPPED, "Stopped; the home volume is kept for resuming.", source="provisioner")

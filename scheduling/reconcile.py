@@ -1,0 +1,149 @@
+"""The reconcile loop: cluster truth -> database, and drift repaired.
+
+Level-triggered like a Kubernetes controller: every pass lists everything the portal labelled and
+compares it with the workspaces that should exist. It is safe to run twice at once (transitions are
+compare-and-set; creates and deletes are idempotent) and after a crash at any point.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from portal.queue import enqueue
+from scheduling.kube.calls import Kube
+from scheduling.observe import Observation, observe_job, observe_pod
+from workspaces.deadlines import workspace_deadline
+from workspaces.models import Workspace
+from workspaces.transitions import State, set_reason, transition
+
+log = logging.getLogger(__name__)
+
+MANAGED = "app.kubernetes.io/managed-by=gpu-portal"
+WORKSPACE_LABEL = "gpuportal.io/workspace-id"
+PROVISION = "scheduling.provision_workspace"
+TEARDOWN = "scheduling.teardown_workspace"
+
+
+@dataclass
+class ClusterView:
+    """The portal's objects in the cluster, grouped by workspace id."""
+
+    pods: dict[int, list[Mapping[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    jobs: dict[int, Mapping[str, Any]] = field(default_factory=dict)
+    others: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
+
+
+def _workspace_id(obj: Mapping[str, Any]) -> int | None:
+    value = (obj.get("metadata", {}).get("labels") or {}).get(WORKSPACE_LABEL)
+    return int(value) if value and value.isdigit() else None
+
+
+def read_cluster(kube: Kube) -> ClusterView:
+    view = ClusterView()
+    for pod in kube.list("Pod", None, MANAGED):
+        if (wid := _workspace_id(pod)) is not None:
+            view.pods[wid].append(pod)
+    for job in kube.list("Job", None, MANAGED):
+        if (wid := _workspace_id(job)) is not None:
+            view.jobs[wid] = job
+    for kind in ("Service", "Secret", "PersistentVolumeClaim"):
+        view.others.extend((kind, obj) for obj in kube.list(kind, None, MANAGED))
+    return view
+
+
+def _observe(workspace: Workspace, view: ClusterView) -> Observation:
+    pods = view.pods.get(workspace.pk, [])
+    if workspace.kind == Workspace.Kind.JOB:
+        return observe_job(view.jobs.get(workspace.pk), pods, workspace.workers)
+    return observe_pod(pods[0] if pods else None)
+
+
+def _apply(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterView) -> None:
+    now = timezone.now()
+    if seen.state is None:
+        if workspace.state == State.ADMITTED:
+            # A task lost with a crashed worker comes back from the broker only after its visibility
+            # timeout; the loop re-enqueues sooner. Provisioning is idempotent, so twice is harmless.
+            lost_after = timedelta(seconds=settings.PROVISIONING_RETRY_SECONDS)
+            if workspace.admitted_at and now - workspace.admitted_at > lost_after:
+                enqueue(PROVISION, workspace.pk)
+            return
+        gone = workspace.state in (State.PROVISIONING, State.RUNNING)
+        if gone and transition(workspace, State.ADMITTED, f"{seen.reason} Creating it again.", source="reconcile"):
+            enqueue(PROVISION, workspace.pk)
+        return
+    if workspace.state == State.STOPPING:
+        return  # teardown is on its way
+    if seen.recreate:
+        for pod in view.pods.get(workspace.pk, []):
+            kube.delete("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])
+        if transition(workspace, State.ADMITTED, seen.reason, source="reconcile", node_name=""):
+            enqueue(PROVISION, workspace.pk)
+        return
+    deadline = workspace_deadline(workspace)
+    if seen.state == State.RUNNING and deadline and now >= deadline:
+        hours = workspace.max_runtime_seconds // 3600
+        if transition(
+            workspace,
+            State.EXPIRED,
+            f"Reached its {hours} h runtime; stopped, home volume kept.",
+            source="reconcile",
+        ):
+            enqueue(TEARDOWN, workspace.pk, False)
+        return
+    if seen.state != workspace.state:
+        transition(workspace, seen.state, seen.reason, source="reconcile", node_name=seen.node or workspace.node_name)
+        if seen.state in Workspace.FINAL_STATES and workspace.kind == Workspace.Kind.NOTEBOOK:
+            enqueue(TEARDOWN, workspace.pk, False)
+    else:
+        set_reason(workspace, seen.reason, source="reconcile")
+        if seen.node and seen.node != workspace.node_name:
+            Workspace.objects.filter(pk=workspace.pk).update(node_name=seen.node)
+
+
+def _remove_orphans(kube: Kube, view: ClusterView) -> int:
+    """Delete labelled objects whose workspace no longer wants them."""
+    states = dict(Workspace.objects.values_list("pk", "state"))
+    wants_pods = {pk for pk, state in states.items() if state in Workspace.ACTIVE_STATES}
+    wants_volume = {pk for pk, state in states.items() if state != State.DELETED}
+    removed = 0
+    for wid, pods in view.pods.items():
+        if wid in wants_pods:
+            continue
+        for pod in pods:
+            if not pod.get("metadata", {}).get("ownerReferences"):  # job pods go with their job
+                removed += kube.delete("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])
+    for wid, job in view.jobs.items():
+        if wid not in wants_pods:
+            removed += kube.delete(
+                "Job", job["metadata"]["namespace"], job["metadata"]["name"], propagation="Foreground"
+            )
+    for kind, obj in view.others:
+        owner = _workspace_id(obj)
+        keep = wants_volume if kind in ("Secret", "PersistentVolumeClaim") else wants_pods
+        if owner is not None and owner not in keep:
+            removed += kube.delete(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
+    return removed
+
+
+def reconcile(kube: Kube) -> dict[str, int]:
+    # Workspaces first, cluster second: a workspace provisioned in between is then still "admitted" here,
+    # for which missing objects are expected, rather than "provisioning" with objects the view predates.
+    live = list(Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES).select_related("team", "offering"))
+    view = read_cluster(kube)
+    checked = 0
+    for workspace in live:
+        _apply(kube, workspace, _observe(workspace, view), view)
+        checked += 1
+    removed = _remove_orphans(kube, view)
+    if removed:
+        log.info("reconcile removed %d orphan object(s)", removed)
+    return {"checked": checked, "orphans_removed": removed}

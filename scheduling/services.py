@@ -1,0 +1,114 @@
+"""What the web side may ask of the cluster, without knowing how the cluster is reached.
+
+Pages and API views call these; they return plain values and turn cluster trouble into a readable
+message instead of an error page.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+
+from scheduling.inventory import Capacity, Demand
+from scheduling.kube import names
+from scheduling.kube.calls import KubeError
+from scheduling.kube.client import api_client, kube
+from scheduling.provisioning import notebook_base_url
+from scheduling.specs import spec_for
+from workspaces.models import GpuOffering, Workspace
+
+log = logging.getLogger(__name__)
+CAPACITY_CACHE_SECONDS = 5
+
+
+def _capacity() -> Capacity | None:
+    try:
+        client = kube()
+        return Capacity.from_objects(client.list("Node", None, ""), client.list("Pod", None, ""))
+    except (KubeError, Exception) as exc:
+        log.warning("cluster capacity unavailable: %s", exc)
+        return None
+
+
+def free_units(offerings: Iterable[GpuOffering]) -> dict[str, int | None]:
+    """How many more single-unit requests of each offering the cluster could start now (None: unknown)."""
+    offerings = list(offerings)
+    key = "free-units:" + ",".join(sorted(o.slug for o in offerings))
+    cached: dict[str, int | None] | None = cache.get(key)
+    if cached is not None:
+        return cached
+    capacity = _capacity()
+    result: dict[str, int | None] = {}
+    for offering in offerings:
+        if capacity is None:
+            result[offering.slug] = None
+            continue
+        demand = Demand(
+            resource_name=offering.resource_name if offering.kind != GpuOffering.Kind.CPU else "",
+            count=1 if offering.kind != GpuOffering.Kind.CPU else 0,
+            cpu_millis=offering.cpu_millis_default,
+            memory_mib=offering.memory_mib_default,
+            node_selector=dict(offering.node_selector),
+        )
+        result[offering.slug] = sum(_units_on(node, demand) for node in capacity.nodes)
+    cache.set(key, result, CAPACITY_CACHE_SECONDS)
+    return result
+
+
+def _units_on(node: Any, demand: Demand) -> int:
+    if any(node.labels.get(k) != v for k, v in demand.node_selector.items()):
+        return 0
+    if not demand.resource_name:
+        return 0 if node.gpu_tainted else int(node.free.get("cpu", 0) * 1000 // max(demand.cpu_millis, 1))
+    return int(node.free.get(demand.resource_name, 0))
+
+
+def _names(workspace: Workspace) -> tuple[str, str]:
+    spec = spec_for(workspace)
+    return names.namespace_for(workspace.team.slug), names.base_name(spec)
+
+
+def notebook_url(workspace: Workspace, token: str) -> str:
+    namespace, base = _names(workspace)
+    path = notebook_base_url(namespace, base)
+    if settings.NOTEBOOK_INGRESS_HOST:
+        scheme = "https" if settings.NOTEBOOK_INGRESS_TLS else "http"
+        return f"{scheme}://{settings.NOTEBOOK_INGRESS_HOST}{path}?token={token}"
+    host = str(api_client().configuration.host).rstrip("/")
+    return f"{host}{path}?token={token}"
+
+
+def recent_logs(workspace: Workspace, lines: int = 100) -> str:
+    namespace, base = _names(workspace)
+    client = kube()
+    try:
+        if workspace.kind == Workspace.Kind.JOB:
+            pods = client.list("Pod", namespace, f"job-name={base}")
+            if not pods:
+                return ""
+            return client.pod_log(namespace, pods[0]["metadata"]["name"], lines)
+        return client.pod_log(namespace, base, lines)
+    except KubeError as exc:
+        return f"(no logs: {exc})"
+
+
+def cluster_events(workspace: Workspace) -> list[dict[str, Any]]:
+    namespace, base = _names(workspace)
+    kind = "Job" if workspace.kind == Workspace.Kind.JOB else "Pod"
+    try:
+        events = kube().events_for(namespace, kind, base)
+    except KubeError as exc:
+        return [{"type": "Warning", "reason": "Unavailable", "message": str(exc)}]
+    return [
+        {
+            "type": e.get("type"),
+            "reason": e.get("reason"),
+            "message": e.get("message"),
+            "at": e.get("lastTimestamp") or e.get("eventTime") or e.get("metadata", {}).get("creationTimestamp"),
+        }
+        for e in events
+    ]

@@ -1,0 +1,103 @@
+"""The simulated cluster as one object: API server state, controllers and the HTTP listener."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from scheduling.simcluster import admin, kubeconfig, pod_actions, proxy, schemas
+from scheduling.simcluster.api import Cluster
+from scheduling.simcluster.clock import SimClock
+from scheduling.simcluster.controllers import Controllers, Timings
+from scheduling.simcluster.errors import bad_request
+from scheduling.simcluster.faults import Faults
+from scheduling.simcluster.handlers import ApiHTTPServer, ApiRequestHandler, Router
+from scheduling.simcluster.nodes import default_cluster_file, load_cluster_file
+
+JSON = dict[str, Any]
+log = logging.getLogger(__name__)
+
+
+class SimServer:
+    def __init__(
+        self,
+        *,
+        nodes_file: str | Path | None = None,
+        seed: int = 0,
+        speed: float = 1.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        timings: Timings | None = None,
+    ) -> None:
+        self.spec = load_cluster_file(nodes_file or default_cluster_file())
+        self.seed = seed
+        self.clock = SimClock(speed=speed)
+        self.cluster = Cluster(clock=self.clock, seed=seed)
+        self.faults = Faults()
+        self.controllers = Controllers(self.cluster, self.spec, seed=seed, timings=timings or Timings())
+        self.httpd = ApiHTTPServer((host, port), ApiRequestHandler)
+        self.httpd.router = Router(self)
+        self._proxy = proxy.Proxy(self.cluster, seed)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"{host!s}:{port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}"
+
+    def start(self) -> None:
+        schemas.warm_up()
+        self.cluster.bootstrap()
+        self.controllers.start()
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="simcluster-http", daemon=True)
+        self._thread.start()
+        log.info("simulated cluster serving on %s", self.url)
+
+    def stop(self) -> None:
+        self.cluster.store.drop_watches()
+        self.httpd.shutdown()
+        self.controllers.stop()
+        self.httpd.server_close()
+
+    def write_kubeconfig(self, path: str | Path) -> Path:
+        return kubeconfig.write(path, self.url)
+
+    # -- what the HTTP routes call ------------------------------------------------------------------
+
+    def describe(self) -> JSON:
+        return {
+            "now": self.clock.now().isoformat(),
+            "speed": self.clock.speed,
+            "seed": self.seed,
+            "resourceVersion": str(self.cluster.store.resource_version),
+            "faults": self.faults.pending(),
+            "nodes": self.controllers.nodes.summary(),
+        }
+
+    def admin(self, method: str, parts: list[str], body: Any) -> tuple[int, JSON]:
+        return admin.handle(self, method, parts, body)
+
+    def metrics_text(self) -> str:
+        return self.controllers.metrics_text()
+
+    def pod_log(self, namespace: str, name: str, query: dict[str, str]) -> str | Iterator[bytes]:
+        return pod_actions.pod_log(self.cluster, namespace, name, query)
+
+    def evict(self, namespace: str, name: str, body: JSON) -> JSON:
+        return pod_actions.evict(self.cluster, namespace, name, body)
+
+    def bind(self, namespace: str, name: str, body: JSON) -> JSON:
+        target = (body.get("target") or {}).get("name")
+        if not target:
+            raise bad_request("Binding target must be specified: target.name is required")
+        return self.controllers.bind(namespace, name, target)
+
+    def proxy(self, plural: str, namespace: str, name: str, rest: str, query: dict[str, str]) -> tuple[int, str, bytes]:
+        return self._proxy.answer(plural, namespace, name, rest, query)

@@ -1,0 +1,148 @@
+"""The whole stack for end-to-end tests: a simulated cluster, a real Celery worker (with beat) in its own
+process, Redis, PostgreSQL and the live Django server.
+
+The worker process reaches the same test database and broker as the tests. PostgreSQL and Redis are
+required (the worker cannot share an in-memory SQLite database); .ci/run provides both.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from scheduling.kube.client import reset_client
+from scheduling.simcluster.testing import SimCluster, running_simcluster
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEED = 10.0  # simulated seconds per real second
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T | None], *, timeout: float = 15.0, what: str = "") -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+@dataclass
+class Worker:
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "--beat",
+            "--schedule",
+            str(self.log.with_suffix(".beat")),
+            "-l",
+            "info",
+            "--pool",
+            "threads",
+            "--concurrency",
+            "4",
+            "--without-gossip",
+            "--without-mingle",
+            "-n",
+            f"test-{os.getpid()}@%h",
+            "-Q",
+            self.env["CELERY_QUEUE"],
+        ]
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=out, stderr=out)
+
+    def kill(self) -> None:
+        """Die the hard way (no warm shutdown): what a crashed node or OOM kill does."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+@pytest.fixture(scope="session")
+def stack_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
+    with running_simcluster(seed=11, speed=SPEED, tmp_dir=tmp_path_factory.mktemp("stack")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def worker(
+    django_db_setup: Any, django_db_blocker: Any, stack_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Worker]:
+    if connection.vendor != "postgresql" or not settings.REDIS_URL:
+        pytest.skip("the full stack needs PostgreSQL and Redis (DATABASE_URL and REDIS_URL; .ci/run sets both)")
+    with django_db_blocker.unblock():
+        url = _database_url()
+    queue = f"test-{os.getpid()}"  # a queue of our own: no stray worker of another run can take our tasks
+    env = dict(
+        os.environ,
+        CELERY_QUEUE=queue,
+        DJANGO_SETTINGS_MODULE="portal.settings_test",
+        PORTAL_ENV="test",
+        DATABASE_URL=url,
+        KUBECONFIG=str(stack_cluster.kubeconfig_path),
+        SCHEDULING_INTERVAL_SECONDS="1",
+        RECONCILE_INTERVAL_SECONDS="0.5",
+        PROVISIONING_RETRY_SECONDS="3",
+        SIMCLUSTER_JOB_SECONDS="40",  # 4 real seconds at SPEED
+    )
+    subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "portal", "purge", "-f"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    worker = Worker(env, log)
+    worker.start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def stack(worker: Worker, stack_cluster: SimCluster, settings: Any, transactional_db: None) -> Iterator[SimCluster]:
+    """Per test: the web side talks to the same cluster as the worker."""
+    settings.KUBECONFIG = str(stack_cluster.kubeconfig_path)
+    settings.SIMCLUSTER_JOB_SECONDS = 40
+    settings.CELERY_TASK_DEFAULT_QUEUE = worker.env["CELERY_QUEUE"]  # what the web side enqueues reaches it
+    reset_client()
+    if worker.process is None or worker.process.poll() is not None:
+        worker.start()
+    yield stack_cluster
+    reset_client()

@@ -1,0 +1,141 @@
+"""What people do to workspaces: request, stop, resume, delete, extend.
+
+Each action checks what it needs, changes the database in one transaction, and hands cluster work to
+the scheduling tasks (by name, after commit). None of them talks to Kubernetes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from portal.queue import enqueue
+from scheduling import quota
+from workspaces import policy
+from workspaces.models import GpuOffering, Workspace
+from workspaces.transitions import State, note, transition
+
+RUN_CYCLE = "scheduling.run_cycle"
+TEARDOWN = "scheduling.teardown_workspace"
+
+
+@transaction.atomic
+def do_request_workspace(user: Any, data: dict[str, Any]) -> Workspace:
+    """Queue a validated request (see ``WorkspaceRequestSerializer``) and trigger a scheduling cycle."""
+    offering: GpuOffering = data["offering"]
+    if offering.kind != GpuOffering.Kind.CPU:
+        guarantee = quota.guaranteed(data["team"].pk, offering.flavour)
+        if data["gpu_equivalents"] > guarantee:
+            raise ValidationError(
+                {
+                    "gpu_count": f"{data['team'].name} is guaranteed {guarantee.normalize():f} GPU-equivalents of "
+                    f"{offering.flavour}; this request needs {data['gpu_equivalents'].normalize():f}, "
+                    "so it could never start."
+                }
+            )
+    workspace = Workspace.objects.create(
+        name=data["name"],
+        kind=data["kind"],
+        team=data["team"],
+        owner=user,
+        offering=offering,
+        gpu_count=data["gpu_count"],
+        workers=data["workers"],
+        image=data["image"],
+        command=data["command"],
+        env=data["env"],
+        cpu_millis=data["cpu_millis"],
+        memory_mib=data["memory_mib"],
+        max_runtime_seconds=data["max_runtime_seconds"],
+        home_volume_gib=data["home_volume_gib"],
+        gpu_equivalents=data["gpu_equivalents"],
+        token_salt=secrets.token_hex(8),
+        reason="Waiting for the scheduler.",
+    )
+    note(workspace, f"Requested by {user.get_username()}: {offering.display_name} x{workspace.gpu_count}.")
+    enqueue(RUN_CYCLE)
+    return workspace
+
+
+def _locked(workspace: Workspace) -> Workspace:
+    locked: Workspace = Workspace.objects.select_for_update().get(pk=workspace.pk)
+    return locked
+
+
+@transaction.atomic
+def do_stop(user: Any, workspace: Workspace) -> Workspace:
+    """Stop: a queued request is cancelled; a live one loses its pod and keeps its home volume."""
+    workspace = _locked(workspace)
+    who = user.get_username()
+    if workspace.state == State.QUEUED:
+        transition(workspace, State.CANCELLED, f"Cancelled by {who} before it started.")
+    elif workspace.is_active:
+        transition(workspace, State.STOPPING, f"Stopped by {who}; the home volume is kept.")
+        enqueue(TEARDOWN, workspace.pk, False)
+    else:
+        raise ValidationError(f"A {workspace.get_state_display().lower()} workspace cannot be stopped.")
+    return workspace
+
+
+@transaction.atomic
+def do_resume(user: Any, workspace: Workspace) -> Workspace:
+    """Queue a stopped workspace again; it gets its old home volume back."""
+    workspace = _locked(workspace)
+    if workspace.state not in Workspace.RESUMABLE_STATES:
+        raise ValidationError(f"A {workspace.get_state_display().lower()} workspace cannot be resumed.")
+    transition(
+        workspace,
+        State.QUEUED,
+        f"Resumed by {user.get_username()} with the same home volume.",
+        generation=workspace.generation + 1,
+        node_name="",
+        admitted_at=None,
+        started_at=None,
+        finished_at=None,
+    )
+    enqueue(RUN_CYCLE)
+    return workspace
+
+
+@transaction.atomic
+def do_delete(user: Any, workspace: Workspace) -> Workspace:
+    """Remove everything of the workspace in the cluster, its home volume included."""
+    workspace = _locked(workspace)
+    if workspace.state == State.DELETED:
+        raise ValidationError("This workspace is already deleted.")
+    transition(
+        workspace,
+        State.DELETED,
+        f"Deleted by {user.get_username()}; its pods, services and home volume are removed.",
+        expected=[workspace.state],
+    )
+    enqueue(TEARDOWN, workspace.pk, True)
+    return workspace
+
+
+@transaction.atomic
+def do_extend(user: Any, workspace: Workspace, hours: int) -> Workspace:
+    """Give a running workspace more time, within policy.
+
+    The portal enforces runtimes itself: a live pod's ``activeDeadlineSeconds`` can only be lowered, so the
+    pod carries the policy maximum as a backstop and the reconcile loop stops workspaces at their deadline.
+    """
+    workspace = _locked(workspace)
+    limits = policy.limits()
+    if workspace.state not in (State.RUNNING, State.PROVISIONING, State.ADMITTED, State.QUEUED):
+        raise ValidationError(f"A {workspace.get_state_display().lower()} workspace cannot be extended.")
+    if not 1 <= hours <= limits.max_extend_hours:
+        raise ValidationError({"hours": f"Extend by 1 to {limits.max_extend_hours} hours at a time."})
+    new_total = workspace.max_runtime_seconds + hours * 3600
+    if new_total > limits.max_runtime_hours * 3600:
+        allowed = limits.max_runtime_hours - workspace.max_runtime_seconds // 3600
+        raise ValidationError(
+            {"hours": f"Workspaces may run at most {limits.max_runtime_hours} hours; {allowed} more are allowed."}
+        )
+    Workspace.objects.filter(pk=workspace.pk).update(max_runtime_seconds=new_total)
+    workspace.max_runtime_seconds = new_total
+    note(workspace, f"Extended by {hours} h by {user.get_username()}; runtime is now {new_total // 3600} h.")
+    return workspace

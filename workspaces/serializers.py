@@ -1,0 +1,214 @@
+"""API shapes for workspaces, offerings and images. Request validation lives here, for page and API alike."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from rest_framework import serializers
+
+from portal.models import Membership, Team
+from workspaces import policy
+from workspaces.deadlines import workspace_deadline
+from workspaces.models import AllowedRegistry, GpuOffering, Image, Workspace, WorkspaceEvent
+
+
+class OfferingSerializer(serializers.ModelSerializer[GpuOffering]):
+    isolation_note = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = GpuOffering
+        fields = (
+            "slug",
+            "display_name",
+            "kind",
+            "gpu_model",
+            "mig_profile",
+            "replicas",
+            "resource_name",
+            "gpu_equivalents",
+            "allowed_counts",
+            "cpu_millis_default",
+            "memory_mib_default",
+            "description",
+            "isolation_note",
+        )
+
+
+class ImageSerializer(serializers.ModelSerializer[Image]):
+    class Meta:
+        model = Image
+        fields = ("slug", "display_name", "reference", "kind", "description")
+
+
+class EventSerializer(serializers.ModelSerializer[WorkspaceEvent]):
+    class Meta:
+        model = WorkspaceEvent
+        fields = ("at", "from_state", "to_state", "reason", "source")
+
+
+class WorkspaceSerializer(serializers.ModelSerializer[Workspace]):
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    offering: serializers.SlugRelatedField[GpuOffering] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+    offering_name = serializers.CharField(source="offering.display_name", read_only=True)
+    deadline = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Workspace
+        fields: tuple[str, ...] = (
+            "id",
+            "name",
+            "kind",
+            "team",
+            "owner",
+            "offering",
+            "offering_name",
+            "gpu_count",
+            "workers",
+            "image",
+            "command",
+            "state",
+            "reason",
+            "node_name",
+            "gpu_equivalents",
+            "max_runtime_seconds",
+            "home_volume_gib",
+            "created_at",
+            "admitted_at",
+            "started_at",
+            "finished_at",
+            "deadline",
+        )
+        read_only_fields: tuple[str, ...] = fields
+
+    def get_deadline(self, workspace: Workspace) -> str | None:
+        if workspace.is_final:
+            return None
+        deadline = workspace_deadline(workspace)
+        return deadline.isoformat() if deadline else None
+
+
+class WorkspaceDetailSerializer(WorkspaceSerializer):
+    events = EventSerializer(many=True, read_only=True)
+
+    class Meta(WorkspaceSerializer.Meta):
+        fields: tuple[str, ...] = (*WorkspaceSerializer.Meta.fields, "events")
+        read_only_fields: tuple[str, ...] = fields
+
+
+class WorkspaceRequestSerializer(serializers.Serializer[dict[str, Any]]):
+    """Everything a researcher may ask for, checked against policy, the catalogue and their teams."""
+
+    kind = serializers.ChoiceField(choices=Workspace.Kind.choices)
+    name = serializers.RegexField(
+        r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$",
+        max_length=40,
+        error_messages={
+            "invalid": "Use lower-case letters, digits and hyphens, starting and ending with a letter or digit."
+        },
+    )
+    team = serializers.SlugField(max_length=40)
+    offering = serializers.SlugField(max_length=40)
+    gpu_count = serializers.IntegerField(min_value=0, max_value=8, default=1)
+    image = serializers.CharField(max_length=255)
+    command = serializers.ListField(
+        child=serializers.CharField(max_length=4096), max_length=64, required=False, default=list
+    )
+    workers = serializers.IntegerField(min_value=1, default=1)
+    env = serializers.DictField(
+        child=serializers.CharField(max_length=4096, allow_blank=True), required=False, default=dict
+    )
+    max_runtime_hours = serializers.IntegerField(min_value=1, required=False)
+    home_volume_gib = serializers.IntegerField(min_value=1, default=10)
+    cpu_millis = serializers.IntegerField(min_value=100, required=False)
+    memory_mib = serializers.IntegerField(min_value=256, required=False)
+
+    def validate_team(self, slug: str) -> Team:
+        user = self.context["request"].user
+        membership = Membership.objects.filter(team__slug=slug, user=user).select_related("team").first()
+        if membership is None:
+            raise serializers.ValidationError(f"You are not a member of a team called {slug!r}.")
+        return membership.team
+
+    def validate_offering(self, slug: str) -> GpuOffering:
+        offering = GpuOffering.objects.filter(slug=slug, enabled=True).first()
+        if offering is None:
+            raise serializers.ValidationError(f"There is no GPU offering called {slug!r}.")
+        return offering
+
+    def validate_env(self, env: dict[str, str]) -> dict[str, str]:
+        limits = policy.limits()
+        if len(env) > limits.max_env_vars:
+            raise serializers.ValidationError(f"At most {limits.max_env_vars} environment variables.")
+        problems = [problem for name in env if (problem := policy.env_problem(name))]
+        if problems:
+            raise serializers.ValidationError(problems)
+        return env
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        limits = policy.limits()
+        offering: GpuOffering = data["offering"]
+        kind = data["kind"]
+        errors: dict[str, str] = {}
+        allowed = offering.allowed_counts or [1]
+        if offering.kind == GpuOffering.Kind.CPU:
+            data["gpu_count"] = 0
+        elif data["gpu_count"] not in allowed:
+            errors["gpu_count"] = f"{offering.display_name} comes in counts of {', '.join(map(str, allowed))} per pod."
+        if kind == Workspace.Kind.NOTEBOOK:
+            if data["workers"] != 1:
+                errors["workers"] = "A notebook has exactly one worker."
+            if data["command"]:
+                errors["command"] = "Notebooks run the image's Jupyter server; a command is only for training jobs."
+        else:
+            if not data["command"]:
+                errors["command"] = 'A training job needs a command, e.g. ["python", "train.py"].'
+            if data["workers"] > limits.max_workers:
+                errors["workers"] = f"At most {limits.max_workers} workers."
+        hours = data.get("max_runtime_hours") or limits.default_runtime_hours
+        if hours > limits.max_runtime_hours:
+            errors["max_runtime_hours"] = f"At most {limits.max_runtime_hours} hours."
+        if data["home_volume_gib"] > limits.max_home_volume_gib:
+            errors["home_volume_gib"] = f"At most {limits.max_home_volume_gib} GiB."
+        cpu = data.get("cpu_millis") or offering.cpu_millis_default
+        memory = data.get("memory_mib") or offering.memory_mib_default
+        if cpu > offering.cpu_millis_max:
+            errors["cpu_millis"] = f"{offering.display_name} allows at most {offering.cpu_millis_max} millicores."
+        if memory > offering.memory_mib_max:
+            errors["memory_mib"] = f"{offering.display_name} allows at most {offering.memory_mib_max} MiB."
+        image_error = self._image_problem(data["image"], kind)
+        if image_error:
+            errors["image"] = image_error
+        if errors:
+            raise serializers.ValidationError(errors)
+        data["image"] = self._resolve_image(data["image"], kind)
+        data["max_runtime_seconds"] = hours * 3600
+        data["cpu_millis"] = cpu
+        data["memory_mib"] = memory
+        units = data["gpu_count"] * data["workers"]
+        data["gpu_equivalents"] = (offering.gpu_equivalents * units).quantize(Decimal("0.0001"))
+        return data
+
+    @staticmethod
+    def _catalogue_image(value: str, kind: str) -> Image | None:
+        return Image.objects.filter(enabled=True, kind=kind).filter(slug=value).first() or (
+            Image.objects.filter(enabled=True, kind=kind, reference=value).first()
+        )
+
+    def _image_problem(self, value: str, kind: str) -> str | None:
+        if self._catalogue_image(value, kind):
+            return None
+        if "/" not in value:
+            return f"There is no {kind} image called {value!r} in the catalogue."
+        if not policy.IMAGE_REFERENCE.match(value):
+            return f"{value!r} is not an image reference like registry.example.org/team/image:tag."
+        if not any(value.startswith(r.prefix) for r in AllowedRegistry.objects.all()):
+            return f"Images from {value.split('/')[0]} are not allowed; ask an operator to allow the registry."
+        return None
+
+    def _resolve_image(self, value: str, kind: str) -> str:
+        image = self._catalogue_image(value, kind)
+        return image.reference if image else value

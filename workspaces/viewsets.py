@@ -1,0 +1,171 @@
+"""API for workspaces, offerings and images."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, permissions, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from scheduling import services
+from workspaces import access, actions
+from workspaces.models import GpuOffering, Image, Workspace
+from workspaces.serializers import (
+    ImageSerializer,
+    OfferingSerializer,
+    WorkspaceDetailSerializer,
+    WorkspaceRequestSerializer,
+    WorkspaceSerializer,
+)
+from workspaces.tokens import jupyter_token
+
+
+class IsOperatorOrReadOnly(permissions.BasePermission):
+    message = "Only operators can change the catalogue."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if request.method in permissions.SAFE_METHODS:
+            return bool(request.user and request.user.is_authenticated)
+        return bool(getattr(request.user, "is_operator", False))
+
+
+class OfferingViewSet(viewsets.ModelViewSet[GpuOffering]):
+    """GPU shapes users may ask for, with how many could start now. Operators manage them."""
+
+    serializer_class = OfferingSerializer
+    permission_classes = (IsOperatorOrReadOnly,)
+    lookup_field = "slug"
+
+    def get_queryset(self) -> QuerySet[GpuOffering]:
+        queryset = GpuOffering.objects.all()
+        if not getattr(self.request.user, "is_operator", False):
+            queryset = queryset.filter(enabled=True)
+        return queryset
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response = super().list(request, *args, **kwargs)
+        offerings = self.get_queryset()
+        free = services.free_units(offerings)
+        for item in response.data["results"]:
+            item["free_now"] = free.get(item["slug"])
+        return response
+
+
+class ImageViewSet(viewsets.ModelViewSet[Image]):
+    """The image catalogue. Operators manage it."""
+
+    serializer_class = ImageSerializer
+    permission_classes = (IsOperatorOrReadOnly,)
+    lookup_field = "slug"
+
+    def get_queryset(self) -> QuerySet[Image]:
+        queryset = Image.objects.all()
+        if not getattr(self.request.user, "is_operator", False):
+            queryset = queryset.filter(enabled=True)
+        return queryset
+
+
+class ExtendSerializer(serializers.Serializer[dict[str, Any]]):
+    hours = serializers.IntegerField(min_value=1)
+
+
+class WorkspaceViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet[Workspace],
+):
+    """Workspaces of the caller's teams. Create queues a request and answers 202."""
+
+    def get_queryset(self) -> QuerySet[Workspace]:
+        queryset: QuerySet[Workspace] = access.workspaces_visible_to(self.request.user)
+        params = self.request.query_params
+        if params.get("mine") in ("1", "true"):
+            queryset = queryset.filter(owner_id=self.request.user.pk)
+        if team := params.get("team"):
+            queryset = queryset.filter(team__slug=team)
+        if state := params.get("state"):
+            queryset = queryset.filter(state__in=state.split(","))
+        elif self.action == "list" and params.get("all") not in ("1", "true"):
+            queryset = queryset.exclude(state=Workspace.State.DELETED)
+        if self.action == "retrieve":
+            queryset = queryset.prefetch_related("events")
+        return queryset
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
+        if self.action == "create":
+            return WorkspaceRequestSerializer
+        if self.action == "retrieve":
+            return WorkspaceDetailSerializer
+        return WorkspaceSerializer
+
+    def get_object(self) -> Workspace:
+        return access.access_workspace_by_id(self.request.user, self.kwargs["pk"])
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("mine", bool),
+            OpenApiParameter("team", str),
+            OpenApiParameter("state", str, description="Comma-separated states."),
+        ]
+    )
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().list(request, *args, **kwargs)
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        workspace = self.get_object()
+        data = dict(WorkspaceDetailSerializer(workspace).data)
+        owner_notebook = workspace.owner_id == request.user.pk and workspace.kind == Workspace.Kind.NOTEBOOK
+        if owner_notebook and workspace.state == Workspace.State.RUNNING:
+            # Only the owner ever sees the Jupyter token.
+            data["notebook_url"] = services.notebook_url(workspace, jupyter_token(workspace))
+        return Response(data)
+
+    @extend_schema(request=WorkspaceRequestSerializer, responses={202: WorkspaceSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        payload = WorkspaceRequestSerializer(data=request.data, context={"request": request})
+        payload.is_valid(raise_exception=True)
+        workspace = actions.do_request_workspace(request.user, payload.validated_data)
+        return Response(WorkspaceSerializer(workspace).data, status=status.HTTP_202_ACCEPTED)
+
+    def _act(self, change: Any, *args: Any) -> Response:
+        workspace = access.access_workspace_for_change(self.request.user, self.kwargs["pk"])
+        workspace = change(self.request.user, workspace, *args)
+        return Response(WorkspaceSerializer(workspace).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={202: WorkspaceSerializer})
+    @action(detail=True, methods=["post"])
+    def stop(self, request: Request, pk: str) -> Response:
+        return self._act(actions.do_stop)
+
+    @extend_schema(request=None, responses={202: WorkspaceSerializer})
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, pk: str) -> Response:
+        return self._act(actions.do_resume)
+
+    @extend_schema(request=ExtendSerializer, responses={202: WorkspaceSerializer})
+    @action(detail=True, methods=["post"])
+    def extend(self, request: Request, pk: str) -> Response:
+        payload = ExtendSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        return self._act(actions.do_extend, payload.validated_data["hours"])
+
+    @extend_schema(request=None, responses={202: WorkspaceSerializer})
+    def destroy(self, request: Request, pk: str) -> Response:
+        return self._act(actions.do_delete)
+
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, pk: str) -> Response:
+        workspace = self.get_object()
+        return Response({"lines": services.recent_logs(workspace).splitlines()[-200:]})
+
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"], url_path="cluster-events")
+    def cluster_events(self, request: Request, pk: str) -> Response:
+        workspace = self.get_object()
+        return Response({"events": services.cluster_events(workspace)})
