@@ -252,6 +252,8 @@ WORKSPACE_MAX_WORKERS = env_int("WORKSPACE_MAX_WORKERS", 8, minimum=1, maximum=6
 # Empty: the API server's service proxy path, which is what the simulated cluster serves.
 NOTEBOOK_INGRESS_HOST = env_str("NOTEBOOK_INGRESS_HOST")
 NOTEBOOK_INGRESS_TLS = env_bool("NOTEBOOK_INGRESS_TLS", True)
+NOTEBOOK_INGRESS_TLS_SECRET = env_str("NOTEBOOK_INGRESS_TLS_SECRET")
+NOTEBOOK_INGRESS_CLASS = env_str("NOTEBOOK_INGRESS_CLASS")
 # Simulated cluster only: how long training-job pods "run" there (0 on a real cluster: the command decides).
 SIMCLUSTER_JOB_SECONDS = env_int("SIMCLUSTER_JOB_SECONDS", 0 if IS_PRODUCTION else 30, minimum=0)
 # Seconds between scheduling cycles and reconcile passes run by beat.

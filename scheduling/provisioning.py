@@ -39,10 +39,19 @@ def provision(kube: Kube, workspace_id: int) -> None:
     base = names.base_name(spec)
     try:
         kube.ensure(manifests.make_namespace(workspace.team.slug))
-        for obj in manifests.objects_for(
-            spec, token=jupyter_token(workspace), base_url=notebook_base_url(namespace, base)
-        ):
+        base_url = notebook_base_url(namespace, base)
+        for obj in manifests.objects_for(spec, token=jupyter_token(workspace), base_url=base_url):
             kube.ensure(obj)
+        if settings.NOTEBOOK_INGRESS_HOST and workspace.kind == Workspace.Kind.NOTEBOOK:
+            kube.ensure(
+                manifests.make_notebook_ingress(
+                    spec,
+                    host=settings.NOTEBOOK_INGRESS_HOST,
+                    path=base_url,
+                    tls_secret=settings.NOTEBOOK_INGRESS_TLS_SECRET or None,
+                    ingress_class=settings.NOTEBOOK_INGRESS_CLASS or None,
+                )
+            )
     except PermanentKubeError as exc:
         transition(
             workspace,
@@ -73,6 +82,8 @@ def teardown(kube: Kube, workspace_id: int, *, delete_volume: bool) -> None:
     else:
         kube.delete("Pod", namespace, base)
     kube.delete("Service", namespace, base)
+    if settings.NOTEBOOK_INGRESS_HOST:
+        kube.delete("Ingress", namespace, base)
     if delete_volume:
         kube.delete("Secret", namespace, names.token_secret_name(spec))
         kube.delete("PersistentVolumeClaim", namespace, names.home_pvc_name(spec))

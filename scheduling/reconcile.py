@@ -54,7 +54,8 @@ def read_cluster(kube: Kube) -> ClusterView:
     for job in kube.list("Job", None, MANAGED):
         if (wid := _workspace_id(job)) is not None:
             view.jobs[wid] = job
-    for kind in ("Service", "Secret", "PersistentVolumeClaim"):
+    kinds = ["Service", "Secret", "PersistentVolumeClaim"] + (["Ingress"] if settings.NOTEBOOK_INGRESS_HOST else [])
+    for kind in kinds:
         view.others.extend((kind, obj) for obj in kube.list(kind, None, MANAGED))
     return view
 

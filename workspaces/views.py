@@ -41,7 +41,8 @@ def _form_context(request: AuthenticatedRequest) -> dict[str, Any]:
             )
             for slug, q in quotas.items()
         }
-        rows.append({"offering": offering, "free": free.get(offering.slug), "quota_left": left})
+        needs_quota = offering.kind != GpuOffering.Kind.CPU
+        rows.append({"offering": offering, "free": free.get(offering.slug), "quota_left": left if needs_quota else {}})
     return {
         "offerings": rows,
         "teams": teams,

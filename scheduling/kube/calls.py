@@ -108,6 +108,7 @@ _KINDS = {
     "PersistentVolumeClaim": _Kind(client.CoreV1Api, "persistent_volume_claim", "v1"),
     "Event": _Kind(client.CoreV1Api, "event", "v1"),
     "Job": _Kind(client.BatchV1Api, "job", "batch/v1"),
+    "Ingress": _Kind(client.NetworkingV1Api, "ingress", "networking.k8s.io/v1"),
 }
 
 

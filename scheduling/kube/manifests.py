@@ -289,6 +289,33 @@ def make_notebook_service(spec: WorkspaceSpec) -> Model:
     )
 
 
+def make_notebook_ingress(
+    spec: WorkspaceSpec, *, host: str, path: str, tls_secret: str | None = None, ingress_class: str | None = None
+) -> Model:
+    """Publishes a notebook at ``https://<host><path>`` on a real cluster; Jupyter serves under ``path``."""
+    backend = client.V1IngressBackend(
+        service=client.V1IngressServiceBackend(
+            name=names.base_name(spec), port=client.V1ServiceBackendPort(name="http")
+        )
+    )
+    rule = client.V1IngressRule(
+        host=host,
+        http=client.V1HTTPIngressRuleValue(
+            paths=[client.V1HTTPIngressPath(path=path, path_type="Prefix", backend=backend)]
+        ),
+    )
+    return client.V1Ingress(
+        api_version="networking.k8s.io/v1",
+        kind="Ingress",
+        metadata=_meta(spec, names.base_name(spec)),
+        spec=client.V1IngressSpec(
+            ingress_class_name=ingress_class,
+            rules=[rule],
+            tls=[client.V1IngressTLS(hosts=[host], secret_name=tls_secret)] if tls_secret else None,
+        ),
+    )
+
+
 def make_headless_service(spec: WorkspaceSpec) -> Model:
     """Gives each worker the DNS name ``<job>-<index>.<service>``; ready or not, so workers that start
     first can already resolve the master."""

@@ -1,0 +1,119 @@
+"""Provisioning, teardown and reconcile called directly against the simulated cluster (no worker)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+from kubernetes import client
+
+from scheduling import provisioning, reconcile
+from scheduling.kube.calls import Kube, TransientKubeError
+from scheduling.simcluster.testing import SimCluster
+from tests.catalogue import install_offerings
+from tests.conftest import Org
+from tests.stack_fixtures import wait_for
+from workspaces.models import GpuOffering, Workspace
+
+
+@pytest.fixture
+def kube(stack_cluster: SimCluster) -> Iterator[Kube]:
+    api = stack_cluster.api_client()
+    yield Kube(api, timeout=5)
+    stack_cluster.clear_faults()
+    api.close()
+
+
+@pytest.fixture
+def notebook(org: Org) -> Workspace:
+    offering: GpuOffering = install_offerings()["a100-sxm4-80gb-1g-10gb"]
+    return Workspace.objects.create(
+        name="nb", kind="notebook", team=org.alpha, owner=org.member, offering=offering, gpu_count=1,
+        image="quay.io/jupyter/scipy-notebook:2025-06-02", cpu_millis=1000, memory_mib=2048,
+        max_runtime_seconds=3600, gpu_equivalents=Decimal("0.1429"), state="admitted", admitted_at=timezone.now(),
+        token_salt="abc",
+    )  # fmt: skip
+
+
+def selector(workspace: Workspace) -> str:
+    return f"gpuportal.io/workspace-id={workspace.pk}"
+
+
+def count(stack: SimCluster, kind: str, workspace: Workspace) -> int:
+    core = client.CoreV1Api(stack.api_client())
+    lister = getattr(core, f"list_namespaced_{kind}")
+    return len(lister("team-alpha", label_selector=selector(workspace)).items)
+
+
+def reconciled(kube: Kube, workspace: Workspace) -> str:
+    """Run one reconcile pass and answer the workspace's state afterwards."""
+    reconcile.reconcile(kube)
+    workspace.refresh_from_db()
+    return workspace.state
+
+
+def test_it_provisions_once_however_often_it_runs(kube: Kube, stack_cluster: SimCluster, notebook: Workspace) -> None:
+    provisioning.provision(kube, notebook.pk)
+    notebook.refresh_from_db()
+    assert notebook.state == "provisioning"
+    Workspace.objects.filter(pk=notebook.pk).update(state="admitted")  # as if the task ran again after a crash
+    provisioning.provision(kube, notebook.pk)
+    assert [count(stack_cluster, k, notebook) for k in ("pod", "service", "persistent_volume_claim", "secret")] == [
+        1, 1, 1, 1,
+    ]  # fmt: skip
+
+
+def test_it_fails_the_workspace_with_the_api_message_on_422(
+    kube: Kube, stack_cluster: SimCluster, notebook: Workspace
+) -> None:
+    stack_cluster.inject_fault(verb="create", resource="pods", status=422, message='Pod "x" is invalid: nope')
+    provisioning.provision(kube, notebook.pk)
+    notebook.refresh_from_db()
+    assert notebook.state == "failed"
+    assert notebook.reason == 'The cluster refused the workspace: Pod "x" is invalid: nope'
+
+
+def test_it_leaves_transient_errors_to_the_task_retry(
+    kube: Kube, stack_cluster: SimCluster, notebook: Workspace
+) -> None:
+    stack_cluster.inject_fault(verb="create", resource="pods", status=503)
+    with pytest.raises(TransientKubeError):
+        provisioning.provision(kube, notebook.pk)
+    notebook.refresh_from_db()
+    assert notebook.state == "admitted"
+
+
+def test_reconcile_follows_the_pod_and_recreates_an_evicted_one(
+    kube: Kube, stack_cluster: SimCluster, notebook: Workspace
+) -> None:
+    provisioning.provision(kube, notebook.pk)
+    wait_for(lambda: reconciled(kube, notebook) == "running", what="running")
+    assert notebook.node_name == "gpu-a100-0"
+    stack_cluster.evict_pod("team-alpha", f"ws-{notebook.pk}-nb", "node pressure")
+    wait_for(lambda: reconciled(kube, notebook) == "admitted", what="the evicted pod to be noticed")
+    assert "stopped by the cluster" in notebook.reason
+    wait_for(lambda: count(stack_cluster, "pod", notebook) == 0, what="the failed pod to be deleted")
+
+
+def test_reconcile_stops_a_workspace_at_its_runtime_limit(
+    kube: Kube, stack_cluster: SimCluster, notebook: Workspace
+) -> None:
+    provisioning.provision(kube, notebook.pk)
+    wait_for(lambda: reconciled(kube, notebook) == "running", what="running")
+    Workspace.objects.filter(pk=notebook.pk).update(started_at=timezone.now() - timedelta(hours=2))
+    reconcile.reconcile(kube)
+    notebook.refresh_from_db()
+    assert notebook.state == "expired"
+    assert notebook.reason == "Reached its 1 h runtime; stopped, home volume kept."
+
+
+def test_reconcile_removes_orphans(kube: Kube, stack_cluster: SimCluster, notebook: Workspace) -> None:
+    provisioning.provision(kube, notebook.pk)
+    Workspace.objects.filter(pk=notebook.pk).delete()  # the database forgot it: everything in the cluster is orphaned
+    result = reconcile.reconcile(kube)
+    assert result["orphans_removed"] >= 4
+    wait_for(lambda: count(stack_cluster, "pod", notebook) == 0, what="the orphan pod to go")
+    assert count(stack_cluster, "persistent_volume_claim", notebook) == 0
