@@ -44,6 +44,7 @@ def _staff(user: Any) -> bool:
 MENU: tuple[NavItem, ...] = (
     NavItem("home", "Home", "home", _anyone),
     NavItem("workspaces", "My workspaces", "workspaces", _in_a_team),
+    NavItem("queue", "Queue", "queue", _in_a_team),
     NavItem("teams", "Teams", "teams", _sees_teams),
     NavItem("chargeback", "Chargeback", "chargeback", _finance),
     NavItem("cluster", "Cluster", "cluster", _operator),

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import health, views
+from scheduling import views as scheduling_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -12,6 +13,7 @@ urlpatterns = [
     path("teams/", views.team_list, name="teams"),
     path("teams/<int:team_id>/", views.team_detail, name="team-detail"),
     path("workspaces/", include("workspaces.urls")),
+    path("queue/", scheduling_views.queue_page, name="queue"),
     path("chargeback/", views.chargeback_placeholder, name="chargeback"),
     path("cluster/", views.cluster_placeholder, name="cluster"),
     path("healthz", health.healthz, name="healthz"),

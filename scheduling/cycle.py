@@ -56,6 +56,15 @@ def admit_one(workspace: Workspace, capacity: Capacity) -> bool:
                     source="scheduler",
                 )
                 return False
+            capped = quota.member_headroom(workspace.team_id, workspace.owner_id, offering.flavour)
+            if capped and capped[1] + workspace.gpu_equivalents > capped[0]:
+                set_reason(
+                    workspace,
+                    f"Waiting for your share: your lead caps you at {_fmt(capped[0])} {offering.flavour} "
+                    f"GPU-equivalents, you use {_fmt(capped[1])} and this needs {_fmt(workspace.gpu_equivalents)}.",
+                    source="scheduler",
+                )
+                return False
         demand = demand_of(workspace)
         nodes = capacity.place(demand)
         if nodes is None:

@@ -1,17 +1,41 @@
-"""Quotas: how much of each GPU flavour a team is guaranteed."""
+"""Quotas and team policies: what each team is guaranteed per GPU flavour, what it may borrow, and the
+rules its lead sets within the bounds operators allow."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models.fields import NOT_PROVIDED
 
-from portal.models import Team
+from portal.models import Department, Team
+
+
+def _units(*, default: Decimal | None = None, help_text: str = "") -> models.DecimalField[Decimal, Decimal]:
+    """GPU-equivalents, four decimals (a MIG 1g slice weighs 0.1429)."""
+    return models.DecimalField(
+        max_digits=8,
+        decimal_places=4,
+        validators=[MinValueValidator(Decimal(0))],
+        default=NOT_PROVIDED if default is None else default,
+        help_text=help_text,
+    )
+
+
+# Callables, so migrations do not freeze the values of the settings they come from.
+def default_runtime_hours() -> int:
+    return int(settings.WORKSPACE_DEFAULT_RUNTIME_HOURS)
+
+
+def max_runtime_hours() -> int:
+    return int(settings.WORKSPACE_MAX_RUNTIME_HOURS)
 
 
 class TeamQuota(models.Model):
-    """A team's guaranteed GPU-equivalents of one flavour (GPU model, e.g. ``H100-80GB-HBM3``).
+    """A team's guaranteed GPU-equivalents of one flavour (GPU model, e.g. ``H100-80GB-HBM3``), and how
+    much more its batch jobs may borrow from idle capacity.
 
     Admission locks this row (``select_for_update``) while it counts the team's use, so concurrent
     requests cannot both take the last unit.
@@ -19,9 +43,9 @@ class TeamQuota(models.Model):
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quotas")
     flavour = models.CharField(max_length=64, help_text="GPU model key; quota is counted per model.")
-    guaranteed = models.DecimalField(
-        max_digits=8, decimal_places=4, default=Decimal(0), validators=[MinValueValidator(Decimal(0))]
-    )
+    guaranteed = _units(default=Decimal(0))
+    borrow_limit = _units(default=Decimal(0), help_text="How far above the guarantee batch jobs may borrow.")
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ("team__name", "flavour")
@@ -29,3 +53,52 @@ class TeamQuota(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team}: {self.guaranteed} x {self.flavour}"
+
+
+class DepartmentCap(models.Model):
+    """The most GPU-equivalents of one flavour a department's teams may be guaranteed together."""
+
+    department = models.ForeignKey(Department, on_delete=models.CASCADE, related_name="caps")
+    flavour = models.CharField(max_length=64)
+    cap = _units()
+
+    class Meta:
+        ordering = ("department__name", "flavour")
+        constraints = [models.UniqueConstraint(fields=("department", "flavour"), name="one_cap_per_department_flavour")]
+
+    def __str__(self) -> str:
+        return f"{self.department}: at most {self.cap} x {self.flavour}"
+
+
+class TeamPolicy(models.Model):
+    """Rules a lead sets for their team, within the portal-wide bounds (settings.WORKSPACE_*)."""
+
+    team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="policy")
+    default_runtime_hours = models.PositiveSmallIntegerField(default=default_runtime_hours)
+    max_runtime_hours = models.PositiveSmallIntegerField(default=max_runtime_hours)
+    allowed_offerings = models.ManyToManyField(
+        "workspaces.GpuOffering", blank=True, related_name="+", help_text="Empty: every enabled offering."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "team policies"
+
+    def __str__(self) -> str:
+        return f"Policy of {self.team}"
+
+
+class MemberCap(models.Model):
+    """A lead's limit on one member's share of the team's quota of one flavour."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="member_caps")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    flavour = models.CharField(max_length=64)
+    cap = _units()
+
+    class Meta:
+        ordering = ("team__name", "user__username", "flavour")
+        constraints = [models.UniqueConstraint(fields=("team", "user", "flavour"), name="one_cap_per_member_flavour")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team}: at most {self.cap} x {self.flavour}"

@@ -6,11 +6,13 @@ priorities and fair share on top of the same functions.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
 from django.db.models import Sum
 
-from scheduling.models import TeamQuota
+from scheduling.models import MemberCap, TeamPolicy, TeamQuota
 from workspaces.models import Workspace
 
 
@@ -47,3 +49,35 @@ def quota_summary(team_id: int) -> dict[str, dict[str, Decimal]]:
         flavour = row["offering__gpu_model"]
         summary.setdefault(flavour, {"guaranteed": Decimal(0), "used": Decimal(0)})["used"] = row["total"]
     return summary
+
+
+@dataclass(frozen=True)
+class TeamRules:
+    default_runtime_hours: int
+    max_runtime_hours: int
+    allowed_offerings: frozenset[str]  # empty: all enabled offerings
+
+
+def team_rules(team_id: int) -> TeamRules:
+    """The team's policy, or the portal-wide defaults where its lead set none."""
+    policy = TeamPolicy.objects.filter(team_id=team_id).prefetch_related("allowed_offerings").first()
+    if policy is None:
+        return TeamRules(settings.WORKSPACE_DEFAULT_RUNTIME_HOURS, settings.WORKSPACE_MAX_RUNTIME_HOURS, frozenset())
+    return TeamRules(
+        policy.default_runtime_hours,
+        min(policy.max_runtime_hours, settings.WORKSPACE_MAX_RUNTIME_HOURS),
+        frozenset(o.slug for o in policy.allowed_offerings.all()),
+    )
+
+
+def member_headroom(team_id: int, user_id: int, flavour: str) -> tuple[Decimal, Decimal] | None:
+    """(cap, in use) for a member with a cap on ``flavour`` in this team; None when uncapped."""
+    cap = MemberCap.objects.filter(team_id=team_id, user_id=user_id, flavour=flavour).first()
+    if cap is None:
+        return None
+    in_use = (
+        Workspace.objects.active()
+        .filter(team_id=team_id, owner_id=user_id, offering__gpu_model=flavour)
+        .aggregate(total=Sum("gpu_equivalents"))["total"]
+    )
+    return cap.cap, in_use or Decimal(0)

@@ -16,7 +16,7 @@ from django.core.cache import cache
 from scheduling.inventory import Capacity, Demand
 from scheduling.kube import names
 from scheduling.kube.calls import KubeError
-from scheduling.kube.client import api_client, kube
+from scheduling.kube.client import KubeNotConfigured, api_client, kube
 from scheduling.provisioning import notebook_base_url
 from scheduling.specs import spec_for
 from workspaces.models import GpuOffering, Workspace
@@ -29,7 +29,7 @@ def _capacity() -> Capacity | None:
     try:
         client = kube()
         return Capacity.from_objects(client.list("Node", None, ""), client.list("Pod", None, ""))
-    except (KubeError, Exception) as exc:
+    except (KubeError, KubeNotConfigured) as exc:  # availability is advisory; the page still renders
         log.warning("cluster capacity unavailable: %s", exc)
         return None
 

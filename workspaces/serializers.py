@@ -8,6 +8,7 @@ from typing import Any
 from rest_framework import serializers
 
 from portal.models import Membership, Team
+from scheduling import quota
 from workspaces import policy
 from workspaces.deadlines import workspace_deadline
 from workspaces.models import AllowedRegistry, GpuOffering, Image, Workspace, WorkspaceEvent
@@ -168,9 +169,12 @@ class WorkspaceRequestSerializer(serializers.Serializer[dict[str, Any]]):
                 errors["command"] = 'A training job needs a command, e.g. ["python", "train.py"].'
             if data["workers"] > limits.max_workers:
                 errors["workers"] = f"At most {limits.max_workers} workers."
-        hours = data.get("max_runtime_hours") or limits.default_runtime_hours
-        if hours > limits.max_runtime_hours:
-            errors["max_runtime_hours"] = f"At most {limits.max_runtime_hours} hours."
+        rules = quota.team_rules(data["team"].pk)
+        hours = data.get("max_runtime_hours") or rules.default_runtime_hours
+        if hours > rules.max_runtime_hours:
+            errors["max_runtime_hours"] = f"At most {rules.max_runtime_hours} hours."
+        if rules.allowed_offerings and offering.slug not in rules.allowed_offerings:
+            errors["offering"] = f"{data['team'].name}'s lead does not allow {offering.display_name}."
         if data["home_volume_gib"] > limits.max_home_volume_gib:
             errors["home_volume_gib"] = f"At most {limits.max_home_volume_gib} GiB."
         cpu = data.get("cpu_millis") or offering.cpu_millis_default

@@ -4,6 +4,7 @@ from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
 from portal.api.viewsets import MeView, TeamViewSet
+from scheduling import api as scheduling_api
 from workspaces.viewsets import ImageViewSet, OfferingViewSet, WorkspaceViewSet
 
 app_name = "api"
@@ -15,5 +16,11 @@ router.register("images", ImageViewSet, basename="image")
 
 urlpatterns = [
     path("me/", MeView.as_view(), name="api-me"),
+    path("quotas/", scheduling_api.QuotasView.as_view(), name="quotas"),
+    path("queue/", scheduling_api.QueueView.as_view(), name="queue"),
+    path("audit/", scheduling_api.AuditView.as_view(), name="audit"),
+    path("teams/<int:team_id>/policy/", scheduling_api.TeamPolicyView.as_view(), name="team-policy"),
+    path("teams/<int:team_id>/member-caps/", scheduling_api.MemberCapsView.as_view(), name="team-member-caps"),
+    path("departments/<int:department_id>/caps/", scheduling_api.DepartmentCapsView.as_view(), name="department-caps"),
     path("", include(router.urls)),
 ]

@@ -13,10 +13,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PASSWORDS = {person.username: person.password for person in PEOPLE}
 
 MENUS = {
-    "alice": ["home", "workspaces", "teams", "api"],
-    "lena": ["home", "workspaces", "teams", "api"],
+    "alice": ["home", "workspaces", "queue", "teams", "api"],
+    "lena": ["home", "workspaces", "queue", "teams", "api"],
     "fiona": ["home", "teams", "chargeback", "api"],
-    "oscar": ["home", "workspaces", "teams", "chargeback", "cluster", "api", "admin"],
+    "oscar": ["home", "workspaces", "queue", "teams", "chargeback", "cluster", "api", "admin"],
 }
 
 

@@ -1,0 +1,158 @@
+"""Changes to quotas, caps and team policies. Each checks who is asking and the bounds above it,
+runs in one transaction, and writes an audit event with the state before and after."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import Sum
+
+from portal.access import can_manage_team
+from portal.models import AuditEvent, Department, Membership, Team
+from scheduling.models import DepartmentCap, MemberCap, TeamPolicy, TeamQuota
+from workspaces.models import GpuOffering
+
+
+def _fmt(value: Decimal) -> str:
+    return f"{value.normalize():f}"
+
+
+def _require_operator(actor: Any, what: str) -> None:
+    if not getattr(actor, "is_operator", False):
+        raise PermissionDenied(f"Only operators can change {what}.")
+
+
+def _require_manager(actor: Any, team: Team) -> None:
+    if not can_manage_team(actor, team):
+        raise PermissionDenied(f"Only {team.name}'s leads and operators can change its policies.")
+
+
+def _check_units(field: str, value: Decimal) -> None:
+    if value < 0:
+        raise ValidationError({field: "Must be zero or more."})
+
+
+@transaction.atomic
+def do_set_team_quota(actor: Any, team: Team, flavour: str, guaranteed: Decimal, borrow_limit: Decimal) -> TeamQuota:
+    _require_operator(actor, "team quotas")
+    _check_units("guaranteed", guaranteed)
+    _check_units("borrow_limit", borrow_limit)
+    cap = DepartmentCap.objects.select_for_update().filter(department=team.department_id, flavour=flavour).first()
+    if cap is not None:
+        others = TeamQuota.objects.filter(team__department=team.department_id, flavour=flavour).exclude(
+            team=team
+        ).aggregate(total=Sum("guaranteed"))["total"] or Decimal(0)
+        if others + guaranteed > cap.cap:
+            raise ValidationError(
+                {
+                    "guaranteed": f"{team.department.name} may guarantee at most {_fmt(cap.cap)} {flavour} in all; "
+                    f"its other teams hold {_fmt(others)}, so {team.name} can have at most {_fmt(cap.cap - others)}."
+                }
+            )
+    quota, _ = TeamQuota.objects.select_for_update().get_or_create(team=team, flavour=flavour)
+    before = {"guaranteed": str(quota.guaranteed), "borrow_limit": str(quota.borrow_limit)}
+    quota.guaranteed, quota.borrow_limit = guaranteed, borrow_limit
+    quota.save(update_fields=["guaranteed", "borrow_limit", "updated_at"])
+    after = {"guaranteed": str(guaranteed), "borrow_limit": str(borrow_limit)}
+    AuditEvent.record(actor=actor, action="quota.set", target=quota, team=team, before=before | {"flavour": flavour},
+                      after=after | {"flavour": flavour})  # fmt: skip
+    return quota
+
+
+@transaction.atomic
+def do_set_department_cap(actor: Any, department: Department, flavour: str, cap: Decimal) -> DepartmentCap:
+    _require_operator(actor, "department caps")
+    _check_units("cap", cap)
+    guaranteed = TeamQuota.objects.filter(team__department=department, flavour=flavour).aggregate(
+        total=Sum("guaranteed")
+    )["total"] or Decimal(0)
+    if cap < guaranteed:
+        raise ValidationError(
+            {
+                "cap": f"{department.name}'s teams are already guaranteed {_fmt(guaranteed)} {flavour}; "
+                "lower those first."
+            }
+        )
+    row, created = DepartmentCap.objects.select_for_update().get_or_create(
+        department=department, flavour=flavour, defaults={"cap": cap}
+    )
+    before = None if created else {"flavour": flavour, "cap": str(row.cap)}
+    row.cap = cap
+    row.save(update_fields=["cap"])
+    AuditEvent.record(actor=actor, action="department_cap.set", target=row, before=before,
+                      after={"flavour": flavour, "cap": str(cap)})  # fmt: skip
+    return row
+
+
+@transaction.atomic
+def do_set_member_cap(actor: Any, team: Team, username: str, flavour: str, cap: Decimal | None) -> MemberCap | None:
+    """Limit one member's share of the team's quota; ``None`` removes the limit."""
+    _require_manager(actor, team)
+    membership = Membership.objects.filter(team=team, user__username=username).select_related("user").first()
+    if membership is None:
+        raise ValidationError({"username": f"{username} is not a member of {team.name}."})
+    existing = MemberCap.objects.select_for_update().filter(team=team, user=membership.user, flavour=flavour).first()
+    before = {"user": username, "flavour": flavour, "cap": str(existing.cap)} if existing else None
+    if cap is None:
+        if existing:
+            AuditEvent.record(actor=actor, action="member_cap.remove", target=existing, team=team, before=before)
+            existing.delete()
+        return None
+    _check_units("cap", cap)
+    quota = TeamQuota.objects.filter(team=team, flavour=flavour).first()
+    ceiling = (quota.guaranteed + quota.borrow_limit) if quota else Decimal(0)
+    if cap > ceiling:
+        raise ValidationError(
+            {
+                "cap": f"{team.name} may use at most {_fmt(ceiling)} {flavour} (guarantee plus borrowing); "
+                "a member's cap cannot exceed that."
+            }
+        )
+    row, _ = MemberCap.objects.update_or_create(team=team, user=membership.user, flavour=flavour, defaults={"cap": cap})
+    AuditEvent.record(actor=actor, action="member_cap.set", target=row, team=team, before=before,
+                      after={"user": username, "flavour": flavour, "cap": str(cap)})  # fmt: skip
+    return row
+
+
+def policy_of(team: Team) -> TeamPolicy:
+    policy, _ = TeamPolicy.objects.get_or_create(team=team)
+    return policy
+
+
+def _policy_snapshot(policy: TeamPolicy) -> dict[str, Any]:
+    return {
+        "default_runtime_hours": policy.default_runtime_hours,
+        "max_runtime_hours": policy.max_runtime_hours,
+        "allowed_offerings": sorted(policy.allowed_offerings.values_list("slug", flat=True)),
+    }
+
+
+@transaction.atomic
+def do_set_team_policy(
+    actor: Any, team: Team, *, default_runtime_hours: int, max_runtime_hours: int, allowed_offerings: list[str]
+) -> TeamPolicy:
+    _require_manager(actor, team)
+    ceiling = settings.WORKSPACE_MAX_RUNTIME_HOURS
+    errors: dict[str, str] = {}
+    if not 1 <= max_runtime_hours <= ceiling:
+        errors["max_runtime_hours"] = f"Operators allow at most {ceiling} hours; choose 1 to {ceiling}."
+    if not 1 <= default_runtime_hours <= max_runtime_hours:
+        errors["default_runtime_hours"] = "The default runtime must be between 1 hour and the maximum."
+    offerings = list(GpuOffering.objects.filter(slug__in=allowed_offerings, enabled=True))
+    unknown = sorted(set(allowed_offerings) - {o.slug for o in offerings})
+    if unknown:
+        errors["allowed_offerings"] = f"No enabled offering called {', '.join(unknown)}."
+    if errors:
+        raise ValidationError(errors)
+    policy = TeamPolicy.objects.select_for_update().get_or_create(team=team)[0]
+    before = _policy_snapshot(policy)
+    policy.default_runtime_hours, policy.max_runtime_hours = default_runtime_hours, max_runtime_hours
+    policy.save(update_fields=["default_runtime_hours", "max_runtime_hours", "updated_at"])
+    policy.allowed_offerings.set(offerings)
+    AuditEvent.record(actor=actor, action="policy.set", target=policy, team=team, before=before,
+                      after=_policy_snapshot(policy))  # fmt: skip
+    return policy
