@@ -14,6 +14,7 @@ urlpatterns = [
     path("teams/<int:team_id>/", views.team_detail, name="team-detail"),
     path("workspaces/", include("workspaces.urls")),
     path("queue/", scheduling_views.queue_page, name="queue"),
+    path("teams/<int:team_id>/quota/", scheduling_views.team_quota_page, name="team-quota"),
     path("chargeback/", views.chargeback_placeholder, name="chargeback"),
     path("cluster/", views.cluster_placeholder, name="cluster"),
     path("healthz", health.healthz, name="healthz"),

@@ -1,14 +1,26 @@
-"""Pages for the queue."""
+"""Pages for the queue and for a team's quota and policies."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q
 from django.http import HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from portal import access
 from portal.http import AuthenticatedRequest
+from scheduling import charts, quota, quota_actions
+from scheduling.models import MemberCap, TeamQuota
 from scheduling.queue_view import queue_entries
+from workspaces.models import GpuOffering, Workspace
 
 
 @login_required
@@ -17,3 +29,70 @@ def queue_page(request: AuthenticatedRequest) -> HttpResponse:
     for entry in entries:
         entry["estimate"] = parse_datetime(entry["estimated_start"]) if entry["estimated_start"] else None
     return render(request, "scheduling/queue.html", {"entries": entries})
+
+
+def _team_figures(
+    team_id: int, summary: dict[str, dict[str, Decimal]], limits: dict[str, Decimal]
+) -> list[dict[str, Any]]:
+    end = timezone.now()
+    start = end - timedelta(days=7)
+    figures = []
+    for flavour, numbers in sorted(summary.items()):
+        rows = Workspace.objects.filter(team_id=team_id, offering__gpu_model=flavour, admitted_at__isnull=False).filter(
+            Q(finished_at__isnull=True) | Q(finished_at__gte=start)
+        )
+        intervals = [charts.Interval(w.admitted_at, w.finished_at, w.gpu_equivalents) for w in rows if w.admitted_at]
+        times, used = charts.usage_series(intervals, start, end)
+        figures.append(
+            charts.quota_figure(flavour, times, used, float(numbers["guaranteed"]), float(limits.get(flavour, 0)))
+        )
+    return figures
+
+
+@login_required
+def team_quota_page(request: AuthenticatedRequest, team_id: int) -> HttpResponse:
+    team = access.access_team_by_id(request.user, team_id)
+    can_manage = access.can_manage_team(request.user, team)
+    errors: dict[str, list[str]] = {}
+    if request.method == "POST":
+        if not can_manage:
+            raise PermissionDenied("Only this team's leads and operators can change its policies.")
+        try:
+            if request.POST.get("form") == "policy":
+                quota_actions.do_set_team_policy(
+                    request.user,
+                    team,
+                    default_runtime_hours=int(request.POST.get("default_runtime_hours") or 0),
+                    max_runtime_hours=int(request.POST.get("max_runtime_hours") or 0),
+                    allowed_offerings=request.POST.getlist("allowed_offerings"),
+                )
+            elif request.POST.get("form") == "member-cap":
+                raw = request.POST.get("cap", "").strip()
+                quota_actions.do_set_member_cap(
+                    request.user, team, request.POST.get("username", ""), request.POST.get("flavour", ""),
+                    Decimal(raw) if raw else None,
+                )  # fmt: skip
+        except ValidationError as exc:
+            errors = exc.message_dict
+        except (ValueError, ArithmeticError):
+            errors = {"__all__": ["Enter whole hours and a number of GPU-equivalents."]}
+        else:
+            messages.success(request, "Saved.")
+            return redirect("team-quota", team_id=team.pk)
+    summary = quota.quota_summary(team.pk)
+    limits = dict(TeamQuota.objects.filter(team=team).values_list("flavour", "borrow_limit"))
+    context = {
+        "team": team,
+        "can_manage": can_manage,
+        "rows": [
+            {"flavour": f, "guaranteed": n["guaranteed"], "used": n["used"], "borrow_limit": limits.get(f, Decimal(0))}
+            for f, n in sorted(summary.items())
+        ],
+        "figures": _team_figures(team.pk, summary, limits),
+        "rules": quota.team_rules(team.pk),
+        "offerings": GpuOffering.objects.filter(enabled=True),
+        "member_caps": MemberCap.objects.filter(team=team).select_related("user"),
+        "members": team.memberships.select_related("user"),
+        "errors": errors,
+    }
+    return render(request, "scheduling/team_quota.html", context, status=400 if errors else 200)

@@ -7,6 +7,7 @@ required (the worker cannot share an in-memory SQLite database); .ci/run provide
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -26,6 +27,7 @@ from scheduling.simcluster.testing import SimCluster, running_simcluster
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEED = 10.0  # simulated seconds per real second
+PR_SET_PDEATHSIG = 1
 T = TypeVar("T")
 
 
@@ -38,6 +40,11 @@ def wait_for(probe: Callable[[], T | None], *, timeout: float = 15.0, what: str 
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.1)
+
+
+def die_with_parent() -> None:
+    """Linux: the worker gets SIGTERM when the test process dies, so an aborted run leaves no worker."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _database_url() -> str:
@@ -77,7 +84,9 @@ class Worker:
             self.env["CELERY_QUEUE"],
         ]
         with self.log.open("ab") as out:
-            self.process = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=out, stderr=out)
+            self.process = subprocess.Popen(
+                argv, cwd=ROOT, env=self.env, stdout=out, stderr=out, preexec_fn=die_with_parent
+            )
 
     def kill(self) -> None:
         """Die the hard way (no warm shutdown): what a crashed node or OOM kill does."""
