@@ -259,6 +259,8 @@ SIMCLUSTER_JOB_SECONDS = env_int("SIMCLUSTER_JOB_SECONDS", 0 if IS_PRODUCTION el
 # Seconds between scheduling cycles and reconcile passes run by beat.
 SCHEDULING_INTERVAL_SECONDS = env_float("SCHEDULING_INTERVAL_SECONDS", 5.0, minimum=0.5)
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0, minimum=0.5)
+# How long a borrower is warned before it is preempted to give a team its guarantee back.
+PREEMPTION_NOTICE_SECONDS = env_float("PREEMPTION_NOTICE_SECONDS", 120.0, minimum=0.0)
 # An admitted workspace without objects for this long had its provisioning task lost: enqueue it again.
 PROVISIONING_RETRY_SECONDS = env_float("PROVISIONING_RETRY_SECONDS", 30.0, minimum=1.0)
 CELERY_BEAT_SCHEDULE = {

@@ -8,20 +8,25 @@ row-locks the team's quota, so admissions racing from several processes cannot o
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from portal.queue import enqueue
-from scheduling import quota
+from scheduling import quota, workloads
+from scheduling.engine.admission import AdmissionState, Preempt, Wait, WaitReason, decide
 from scheduling.inventory import Capacity, Demand
 from scheduling.kube.calls import Kube
 from scheduling.locks import single_flight
 from workspaces.models import GpuOffering, Workspace
-from workspaces.transitions import State, set_reason, transition
+from workspaces.transitions import State, note, set_reason, transition
 
 log = logging.getLogger(__name__)
 PROVISION = "scheduling.provision_workspace"
+TEARDOWN = "scheduling.teardown_workspace"
 
 
 def demand_of(workspace: Workspace) -> Demand:
@@ -41,20 +46,20 @@ def _fmt(amount: Decimal) -> str:
     return f"{amount.normalize():f}"
 
 
-def admit_one(workspace: Workspace, capacity: Capacity) -> bool:
-    """Admit ``workspace`` if its team's quota and the cluster have room; else record why it waits."""
+def admit_one(workspace: Workspace, capacity: Capacity, *, borrowing: bool = False) -> bool:
+    """Admit ``workspace`` if its team's quota and the cluster have room; else record why it waits.
+
+    The admission engine decided in memory; this is the authoritative check under the quota row lock,
+    so that admissions racing from several processes cannot overrun a team's limit.
+    """
     offering = workspace.offering
     with transaction.atomic():
         if offering.kind != GpuOffering.Kind.CPU:
-            guarantee = quota.guaranteed(workspace.team_id, offering.flavour, lock=True)
+            limits = quota.limits(workspace.team_id, offering.flavour, lock=True)
+            ceiling = limits.guaranteed + (limits.borrow_limit if borrowing else Decimal(0))
             in_use = quota.used(workspace.team_id, offering.flavour)
-            if in_use + workspace.gpu_equivalents > guarantee:
-                set_reason(
-                    workspace,
-                    f"Waiting for team quota: {workspace.team.name} uses {_fmt(in_use)} of its {_fmt(guarantee)} "
-                    f"guaranteed {offering.flavour} GPU-equivalents and this needs {_fmt(workspace.gpu_equivalents)}.",
-                    source="scheduler",
-                )
+            if in_use + workspace.gpu_equivalents > ceiling:
+                set_reason(workspace, _quota_message(workspace, borrowing=borrowing), source="scheduler")
                 return False
             capped = quota.member_headroom(workspace.team_id, workspace.owner_id, offering.flavour)
             if capped and capped[1] + workspace.gpu_equivalents > capped[0]:
@@ -74,16 +79,74 @@ def admit_one(workspace: Workspace, capacity: Capacity) -> bool:
                 source="scheduler",
             )
             return False
+        how = "borrowing idle capacity beyond" if borrowing else "within"
         admitted = transition(
             workspace,
             State.ADMITTED,
-            f"Admitted: fits {workspace.team.name}'s quota and {', '.join(sorted(set(nodes)))} has room.",
+            f"Admitted {how} {workspace.team.name}'s quota; {', '.join(sorted(set(nodes)))} has room.",
             expected=[State.QUEUED],
             source="scheduler",
+            borrowing=borrowing,
+            preempt_at=None,
         )
         if admitted:
             enqueue(PROVISION, workspace.pk)
         return admitted
+
+
+def _give_notice(workspace: Workspace, preempt: Preempt, now: datetime) -> None:
+    """Tell a borrower it must make room; it is stopped when the notice runs out (``expire_notices``)."""
+    if workspace.preempt_at is not None:
+        return
+    deadline = now + timedelta(seconds=settings.PREEMPTION_NOTICE_SECONDS)
+    if Workspace.objects.filter(pk=workspace.pk, preempt_at__isnull=True).update(preempt_at=deadline) == 1:
+        workspace.preempt_at = deadline
+        note(
+            workspace,
+            f"Will be preempted at {deadline:%H:%M:%S} UTC: {preempt.message} It is then stopped, keeps its "
+            "home volume and queues again.",
+            source="scheduler",
+        )
+
+
+def expire_notices(now: datetime) -> int:
+    """Stop borrowers whose notice ran out, and queue them again."""
+    due = Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES, preempt_at__lte=now)
+    stopped = 0
+    for workspace in due:
+        # Teardown queues it again once its pods are gone (so the new pods never meet the old ones).
+        reason = "Preempted: the capacity it borrowed was needed for another team's guarantee."
+        if transition(workspace, State.PREEMPTED, reason, source="scheduler"):
+            enqueue(TEARDOWN, workspace.pk, False)
+            stopped += 1
+    return stopped
+
+
+def _quota_message(workspace: Workspace, *, borrowing: bool) -> str:
+    offering = workspace.offering
+    limits = quota.limits(workspace.team_id, offering.flavour)
+    ceiling = limits.guaranteed + (limits.borrow_limit if borrowing else Decimal(0))
+    in_use = quota.used(workspace.team_id, offering.flavour)
+    kind = "guaranteed and borrowable" if borrowing else "guaranteed"
+    return (
+        f"Waiting for team quota: {workspace.team.name} uses {_fmt(in_use)} of its {_fmt(ceiling)} {kind} "
+        f"{offering.flavour} GPU-equivalents and this needs {_fmt(workspace.gpu_equivalents)}."
+    )
+
+
+def _wait_message(workspace: Workspace, wait: Wait, capacity: Capacity) -> str:
+    """The engine's reason, in the words a researcher reads on the queue page."""
+    if wait.reason == WaitReason.TEAM_QUOTA_FULL:
+        return _quota_message(workspace, borrowing=workspace.kind == Workspace.Kind.JOB)
+    if wait.reason == WaitReason.NO_CAPACITY:
+        demand = demand_of(workspace)
+        if capacity.place_would_fail(demand):
+            # Which nodes lack what, as kube-scheduler says it, rather than only the GPU-model total.
+            return f"Waiting for a free {workspace.offering.display_name}: {capacity.explain(demand)}"
+        return f"Waiting for free {workspace.offering.flavour} capacity: {wait.message}."
+    if wait.reason == WaitReason.PREEMPTION_PENDING:
+        return f"Waiting for a borrower to leave: {wait.message}."
+    return f"Waiting: {wait.message}."
 
 
 def run_cycle(kube: Kube) -> int:
@@ -92,15 +155,34 @@ def run_cycle(kube: Kube) -> int:
         if not acquired:
             log.info("scheduling cycle skipped: another one is running")
             return 0
+        now = timezone.now()
+        expire_notices(now)
         queued = list(
-            Workspace.objects.filter(state=State.QUEUED).select_related("offering", "team").order_by("created_at", "id")
+            Workspace.objects.filter(state=State.QUEUED)
+            .select_related("offering", "team", "owner")
+            .order_by("created_at", "id")
         )
         if not queued:
             return 0
-        capacity = Capacity.from_objects(kube.list("Node", None, ""), kube.list("Pod", None, ""))
+        nodes = kube.list("Node", None, "")
+        capacity = Capacity.from_objects(nodes, kube.list("Pod", None, ""))
         # Admitted workspaces whose pods are not created yet still hold their room.
-        for pending in Workspace.objects.filter(state=State.ADMITTED).select_related("offering"):
-            capacity.place(demand_of(pending))
-        admitted = sum(admit_one(workspace, capacity) for workspace in queued)
+        active = list(Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES).select_related("offering", "team"))
+        for pending in active:
+            if pending.state == State.ADMITTED:
+                capacity.place(demand_of(pending))
+        decisions = decide(
+            AdmissionState(workloads.quota_config(workloads.capacity_of(nodes)),
+                           [workloads.workload_of(w) for w in active if workloads.is_gpu(w)]),
+            [workloads.workload_of(w) for w in queued if workloads.is_gpu(w)],
+        )  # fmt: skip
+        by_id = {str(w.pk): w for w in [*queued, *active]}
+        for preempt in decisions.preempt:
+            _give_notice(by_id[preempt.workload_id], preempt, now)
+        for wait in decisions.waiting:
+            waiting = by_id[wait.workload_id]
+            set_reason(waiting, _wait_message(waiting, wait, capacity), source="scheduler")
+        admitted = sum(admit_one(by_id[a.workload_id], capacity, borrowing=a.borrowing) for a in decisions.admit)
+        admitted += sum(admit_one(w, capacity) for w in queued if not workloads.is_gpu(w))
         log.info("scheduling cycle admitted %d of %d queued workspaces", admitted, len(queued))
         return admitted

@@ -139,6 +139,11 @@ class Capacity:
         node.free["cpu"] += Decimal(demand.cpu_millis) / 1000
         node.free["memory"] += demand.memory_mib * 1024 * 1024
 
+    def place_would_fail(self, demand: Demand) -> bool:
+        """True when no node could take a pod of ``demand`` right now (nothing is reserved)."""
+        with self._lock:
+            return not any(self._fits(node, demand) for node in self.nodes)
+
     def explain(self, demand: Demand) -> str:
         """Why ``demand`` fits nowhere, counted per reason like kube-scheduler's message."""
         reasons: dict[str, int] = {}

@@ -10,6 +10,7 @@ import logging
 
 from django.conf import settings
 
+from scheduling import priorities
 from scheduling.kube import manifests, names
 from scheduling.kube.calls import Kube, PermanentKubeError
 from scheduling.specs import spec_for
@@ -29,8 +30,17 @@ def notebook_base_url(namespace: str, service: str) -> str:
     return f"/api/v1/namespaces/{namespace}/services/{service}:{NOTEBOOK_PORT}/proxy/"
 
 
+def _load(workspace_id: int) -> Workspace | None:
+    workspace = Workspace.objects.select_related("team", "owner", "offering").filter(pk=workspace_id).first()
+    if workspace is None:
+        log.info("workspace %s no longer exists; nothing to do", workspace_id)
+    return workspace
+
+
 def provision(kube: Kube, workspace_id: int) -> None:
-    workspace = Workspace.objects.select_related("team", "owner", "offering").get(pk=workspace_id)
+    workspace = _load(workspace_id)
+    if workspace is None:
+        return
     if workspace.state not in (State.ADMITTED, State.PROVISIONING):
         log.info("workspace %s is %s; nothing to provision", workspace_id, workspace.state)
         return
@@ -38,6 +48,8 @@ def provision(kube: Kube, workspace_id: int) -> None:
     namespace = names.namespace_for(workspace.team.slug)
     base = names.base_name(spec)
     try:
+        for priority_class in priorities.priority_class_objects():
+            kube.ensure(priority_class)
         kube.ensure(manifests.make_namespace(workspace.team.slug))
         base_url = notebook_base_url(namespace, base)
         for obj in manifests.objects_for(spec, token=jupyter_token(workspace), base_url=base_url):
@@ -73,7 +85,9 @@ def provision(kube: Kube, workspace_id: int) -> None:
 
 def teardown(kube: Kube, workspace_id: int, *, delete_volume: bool) -> None:
     """Delete the workspace's pods and services (and its home volume and token when ``delete_volume``)."""
-    workspace = Workspace.objects.select_related("team", "owner", "offering").get(pk=workspace_id)
+    workspace = _load(workspace_id)
+    if workspace is None:
+        return  # the reconcile loop removes what such a workspace left behind
     spec = spec_for(workspace)
     namespace = names.namespace_for(workspace.team.slug)
     base = names.base_name(spec)
@@ -89,3 +103,17 @@ def teardown(kube: Kube, workspace_id: int, *, delete_volume: bool) -> None:
         kube.delete("PersistentVolumeClaim", namespace, names.home_pvc_name(spec))
     if workspace.state == State.STOPPING:
         transition(workspace, State.STOPPED, "Stopped; the home volume is kept for resuming.", source="provisioner")
+    elif workspace.state == State.PREEMPTED:
+        transition(
+            workspace,
+            State.QUEUED,
+            "Queued again after preemption, with the same home volume; it starts when capacity allows.",
+            source="provisioner",
+            preempt_at=None,
+            borrowing=False,
+            admitted_at=None,
+            started_at=None,
+            finished_at=None,
+            node_name="",
+            generation=workspace.generation + 1,
+        )

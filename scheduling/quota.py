@@ -16,13 +16,19 @@ from scheduling.models import MemberCap, TeamPolicy, TeamQuota
 from workspaces.models import Workspace
 
 
-def guaranteed(team_id: int, flavour: str, *, lock: bool = False) -> Decimal:
-    """The team's guarantee for ``flavour``; 0 when none was set. ``lock`` row-locks it (in a transaction)."""
+@dataclass(frozen=True)
+class Limits:
+    guaranteed: Decimal
+    borrow_limit: Decimal
+
+
+def limits(team_id: int, flavour: str, *, lock: bool = False) -> Limits:
+    """Guarantee and borrowing limit for ``flavour`` (zeros when none); ``lock`` row-locks the quota."""
     rows = TeamQuota.objects.filter(team_id=team_id, flavour=flavour)
     if lock:
         rows = rows.select_for_update()
-    quota = rows.first()
-    return quota.guaranteed if quota else Decimal(0)
+    row = rows.first()
+    return Limits(row.guaranteed, row.borrow_limit) if row else Limits(Decimal(0), Decimal(0))
 
 
 def used(team_id: int, flavour: str) -> Decimal:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from scheduling import priorities
 from scheduling.kube.spec import GpuRequest, WorkspaceSpec
 from workspaces.models import GpuOffering, Workspace
 
@@ -45,6 +46,7 @@ def spec_for(workspace: Workspace) -> WorkspaceSpec:
         # The pod carries the policy maximum; the portal enforces the (extendable) chosen runtime itself.
         max_runtime_seconds=settings.WORKSPACE_MAX_RUNTIME_HOURS * 3600,
         home_volume_gib=workspace.home_volume_gib,
+        priority_class=priorities.class_name(workspace.priority),
         workload_profile=_PROFILES[Workspace.Kind(workspace.kind)],
         simulated_duration_seconds=(
             simulated_seconds if simulated_seconds and workspace.kind == Workspace.Kind.JOB else None

@@ -155,3 +155,16 @@ def stack(worker: Worker, stack_cluster: SimCluster, settings: Any, transactiona
         worker.start()
     yield stack_cluster
     reset_client()
+
+
+@pytest.fixture
+def quiet_cluster_loops(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Pause the session's worker (if the stack is in use) for tests that stage workspace rows by hand,
+    which its scheduling and reconcile loops would otherwise act on."""
+    if connection.vendor != "postgresql" or not settings.REDIS_URL:
+        yield
+        return
+    worker: Worker = request.getfixturevalue("worker")
+    worker.stop()
+    yield
+    worker.start()

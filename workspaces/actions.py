@@ -27,13 +27,15 @@ def do_request_workspace(user: Any, data: dict[str, Any]) -> Workspace:
     """Queue a validated request (see ``WorkspaceRequestSerializer``) and trigger a scheduling cycle."""
     offering: GpuOffering = data["offering"]
     if offering.kind != GpuOffering.Kind.CPU:
-        guarantee = quota.guaranteed(data["team"].pk, offering.flavour)
-        if data["gpu_equivalents"] > guarantee:
+        limits = quota.limits(data["team"].pk, offering.flavour)
+        # Notebooks run within the guarantee only; batch jobs may also borrow up to the borrowing limit.
+        ceiling = limits.guaranteed + (limits.borrow_limit if data["kind"] == Workspace.Kind.JOB else 0)
+        if data["gpu_equivalents"] > ceiling:
             raise ValidationError(
                 {
-                    "gpu_count": f"{data['team'].name} is guaranteed {guarantee.normalize():f} GPU-equivalents of "
-                    f"{offering.flavour}; this request needs {data['gpu_equivalents'].normalize():f}, "
-                    "so it could never start."
+                    "gpu_count": f"{data['team'].name} may use at most {ceiling.normalize():f} GPU-equivalents of "
+                    f"{offering.flavour} for this kind of workspace; this request needs "
+                    f"{data['gpu_equivalents'].normalize():f}, so it could never start."
                 }
             )
     workspace = Workspace.objects.create(
@@ -52,6 +54,7 @@ def do_request_workspace(user: Any, data: dict[str, Any]) -> Workspace:
         max_runtime_seconds=data["max_runtime_seconds"],
         home_volume_gib=data["home_volume_gib"],
         gpu_equivalents=data["gpu_equivalents"],
+        priority=data.get("priority", Workspace.Priority.NORMAL),
         token_salt=secrets.token_hex(8),
         reason="Waiting for the scheduler.",
     )

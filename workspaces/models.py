@@ -117,6 +117,14 @@ class Workspace(models.Model):
         NOTEBOOK = "notebook", "Notebook"
         JOB = "job", "Training job"
 
+    class Priority(models.TextChoices):
+        """How urgent; the Kubernetes PriorityClass values live in ``scheduling.priorities``."""
+
+        INTERACTIVE = "interactive", "Interactive (notebooks)"
+        HIGH = "high", "High"
+        NORMAL = "normal", "Normal"
+        BATCH = "batch", "Batch (preemptible first)"
+
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"
         ADMITTED = "admitted", "Admitted"
@@ -166,6 +174,9 @@ class Workspace(models.Model):
     home_volume_gib = models.PositiveSmallIntegerField(default=10)
     gpu_equivalents = models.DecimalField(max_digits=8, decimal_places=4, help_text="Weight for quota, all workers.")
 
+    priority = models.CharField(max_length=16, choices=Priority.choices, default=Priority.NORMAL)
+    borrowing = models.BooleanField(default=False, help_text="Admitted beyond the team's guarantee (preemptible).")
+    preempt_at = models.DateTimeField(null=True, blank=True, help_text="End of the notice before preemption.")
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
     reason = models.CharField(max_length=500, blank=True, help_text="Why it is in its state, in plain words.")
     node_name = models.CharField(max_length=253, blank=True)

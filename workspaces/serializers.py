@@ -75,6 +75,9 @@ class WorkspaceSerializer(serializers.ModelSerializer[Workspace]):
             "reason",
             "node_name",
             "gpu_equivalents",
+            "priority",
+            "borrowing",
+            "preempt_at",
             "max_runtime_seconds",
             "home_volume_gib",
             "created_at",
@@ -124,6 +127,9 @@ class WorkspaceRequestSerializer(serializers.Serializer[dict[str, Any]]):
     )
     max_runtime_hours = serializers.IntegerField(min_value=1, required=False)
     home_volume_gib = serializers.IntegerField(min_value=1, default=10)
+    priority = serializers.ChoiceField(
+        choices=[p for p in Workspace.Priority.choices if p[0] != Workspace.Priority.INTERACTIVE], required=False
+    )
     cpu_millis = serializers.IntegerField(min_value=100, required=False)
     memory_mib = serializers.IntegerField(min_value=256, required=False)
 
@@ -160,11 +166,15 @@ class WorkspaceRequestSerializer(serializers.Serializer[dict[str, Any]]):
         elif data["gpu_count"] not in allowed:
             errors["gpu_count"] = f"{offering.display_name} comes in counts of {', '.join(map(str, allowed))} per pod."
         if kind == Workspace.Kind.NOTEBOOK:
+            if data.get("priority"):
+                errors["priority"] = "Notebooks are interactive: they run within guarantee and are never preempted."
+            data["priority"] = Workspace.Priority.INTERACTIVE
             if data["workers"] != 1:
                 errors["workers"] = "A notebook has exactly one worker."
             if data["command"]:
                 errors["command"] = "Notebooks run the image's Jupyter server; a command is only for training jobs."
         else:
+            data.setdefault("priority", Workspace.Priority.NORMAL)
             if not data["command"]:
                 errors["command"] = 'A training job needs a command, e.g. ["python", "train.py"].'
             if data["workers"] > limits.max_workers:

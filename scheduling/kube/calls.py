@@ -109,6 +109,7 @@ _KINDS = {
     "Event": _Kind(client.CoreV1Api, "event", "v1"),
     "Job": _Kind(client.BatchV1Api, "job", "batch/v1"),
     "Ingress": _Kind(client.NetworkingV1Api, "ingress", "networking.k8s.io/v1"),
+    "PriorityClass": _Kind(client.SchedulingV1Api, "priority_class", "scheduling.k8s.io/v1", namespaced=False),
 }
 
 

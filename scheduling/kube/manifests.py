@@ -316,6 +316,19 @@ def make_notebook_ingress(
     )
 
 
+def make_priority_class(name: str, value: int, description: str) -> Model:
+    """A cluster-wide priority level for the portal's pods; lower levels are preempted first."""
+    return client.V1PriorityClass(
+        api_version="scheduling.k8s.io/v1",
+        kind="PriorityClass",
+        metadata=client.V1ObjectMeta(name=name, labels={"app.kubernetes.io/managed-by": "gpu-portal"}),
+        value=value,
+        global_default=False,
+        preemption_policy="PreemptLowerPriority",
+        description=description,
+    )
+
+
 def make_headless_service(spec: WorkspaceSpec) -> Model:
     """Gives each worker the DNS name ``<job>-<index>.<service>``; ready or not, so workers that start
     first can already resolve the master."""

@@ -44,7 +44,10 @@ def handle(sim: SimServer, method: str, parts: list[str], body: Any) -> tuple[in
             sim.controllers.settle(float(body.get("timeout_s", 5.0)))
             return 200, sim.describe()
         if len(route) == 3 and route[0] == "nodes" and method == "POST":
-            return 200, _node_action(sim, route[1], route[2], body)
+            with sim.controllers.exclusive():
+                result = _node_action(sim, route[1], route[2], body)
+            sim.controllers.wake()
+            return 200, result
         if len(route) == 4 and route[0] == "pods" and method == "POST":
             return 200, _pod_action(sim, route[1], route[2], route[3], body)
     except (ValueError, TypeError) as exc:

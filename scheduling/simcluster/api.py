@@ -24,17 +24,17 @@ from scheduling.simcluster import selectors
 from scheduling.simcluster.clock import SimClock, rfc3339
 from scheduling.simcluster.errors import (
     ApiError,
+    already_exists,
     bad_request,
     conflict,
+    forbidden,
     invalid,
     not_found,
     unsupported_media_type,
 )
-from scheduling.simcluster.errors import already_exists as already_exists_error
-from scheduling.simcluster.errors import forbidden as forbidden_error
 from scheduling.simcluster.kinds import SYSTEM_PRIORITY_CLASSES, kind_for
 from scheduling.simcluster.patch import clone
-from scheduling.simcluster.resources import NAMESPACES, PRIORITY_CLASSES, RESOURCES, ResourceType
+from scheduling.simcluster.resources import NAMESPACES, PRIORITY_CLASSES, RESOURCES, SERVICES, ResourceType
 from scheduling.simcluster.store import Store, TooOld, Watcher
 from scheduling.simcluster.validation import check_schema, metadata_causes
 
@@ -233,9 +233,12 @@ class Cluster:
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
-        if rtype.group == "events.k8s.io":
-            obj = event_shapes.from_events_v1(obj)
         return obj
+
+    @staticmethod
+    def _to_storage(rtype: ResourceType, obj: JSON) -> JSON:
+        """The stored shape of a validated object: events.k8s.io Events are kept as core Events."""
+        return event_shapes.from_events_v1(obj) if rtype.group == "events.k8s.io" else obj
 
     def _check_namespace(self, rtype: ResourceType, namespace: str, name: str) -> None:
         if not rtype.namespaced:
@@ -244,13 +247,8 @@ class Cluster:
         if ns is None:
             raise not_found("namespaces", namespace)
         if ns.get("status", {}).get("phase") == "Terminating":
-            error = forbidden_error(
-                rtype.plural,
-                name,
-                f"unable to create new content in namespace {namespace} because it is being terminated",
-                rtype.group,
-            )
-            raise error
+            why = f"unable to create new content in namespace {namespace} because it is being terminated"
+            raise forbidden(rtype.plural, name, why, rtype.group)
 
     def create(
         self, rtype: ResourceType, namespace: str, body: Any, *, dry_run: bool = False, strict: bool = True
@@ -262,6 +260,8 @@ class Cluster:
         name = meta.get("name", "")
         rkind = kind_for(rtype.store_key)
         causes = check_schema(obj, rtype, strict=strict)
+        obj = self._to_storage(rtype, obj)
+        meta = obj["metadata"]
         for server_set in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
             meta.pop(server_set, None)
         meta["uid"] = self.new_uid()
@@ -275,7 +275,7 @@ class Cluster:
             if causes:
                 raise invalid(rtype.kind, name, causes, rtype.group)
             if self.store.get(rtype.store_key, meta.get("namespace", ""), name) is not None:
-                raise already_exists_error(rtype.plural, name, rtype.group)
+                raise already_exists(rtype.plural, name, rtype.group)
             if rkind.generation:
                 meta["generation"] = 1
             if dry_run:
@@ -302,6 +302,7 @@ class Cluster:
             )
         obj["metadata"]["name"] = name
         causes = check_schema(obj, rtype, strict=strict)
+        obj = self._to_storage(rtype, obj)
         with self.store.lock:
             old = self.store.get(rtype.store_key, namespace, name)
             if old is None:
@@ -355,7 +356,7 @@ class Cluster:
                 shown = new["metadata"].get("name")
                 raise bad_request(f"the name of the object ({shown}) does not match the name on the URL ({name})")
             causes = check_schema(new, rtype, strict=strict)
-            return self._store_update(rtype, old, new, subresource, causes, dry_run)
+            return self._store_update(rtype, old, self._to_storage(rtype, new), subresource, causes, dry_run)
 
     def _store_update(
         self, rtype: ResourceType, old: JSON, new: JSON, subresource: str, causes: list[Any], dry_run: bool
@@ -650,6 +651,12 @@ class Cluster:
     def bootstrap(self) -> None:
         for name in SYSTEM_NAMESPACES:
             self.create(NAMESPACES, "", {"metadata": {"name": name}})
+        # The API server's own Service, which every cluster has.
+        kubernetes = {
+            "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443, "targetPort": 6443}]},
+        }
+        self.create(SERVICES, "default", kubernetes)
         for name, value in SYSTEM_PRIORITY_CLASSES.items():
             self.create(
                 PRIORITY_CLASSES,

@@ -92,6 +92,10 @@ class Controllers:
     def wake(self) -> None:
         self._wakeup.set()
 
+    def exclusive(self) -> threading.Lock:
+        """Held while a pass runs: take it to change node state from another thread."""
+        return self._pass_lock
+
     def _loop(self) -> None:
         while not self._stopping.is_set():
             self._wakeup.wait(self._sleep_for())
@@ -105,7 +109,7 @@ class Controllers:
 
     def _sleep_for(self) -> float:
         limit = self.timings.max_idle_real_s
-        due = [t for t in (self._timers[0][0] if self._timers else None, *(t for _, t in self.nodes.next_due())) if t]
+        due = [t for t in (self._timers[0][0] if self._timers else None, self.nodes.next_due()) if t is not None]
         if not due:
             return limit
         wait = (min(due) - self.cluster.clock.now()).total_seconds()
@@ -488,13 +492,15 @@ class Controllers:
     # -- namespaces and foreground deletion --------------------------------------------------------
 
     def _finish_deletions(self) -> None:
-        for name in sorted(self._terminating):
+        with self.store.lock:  # the change listener adds to these sets from request threads
+            terminating, foreground = sorted(self._terminating), sorted(self._foreground)
+        for name in terminating:
             ns = self.store.get("namespaces", "", name)
             if ns is None:
                 self._terminating.discard(name)
             else:
                 self.cluster.finish_namespace(ns)
-        for key, namespace, name in sorted(self._foreground):
+        for key, namespace, name in foreground:
             obj = self.store.get(key, namespace, name)
             if obj is None or "foregroundDeletion" not in (obj["metadata"].get("finalizers") or ()):
                 self._foreground.discard((key, namespace, name))
@@ -505,7 +511,7 @@ class Controllers:
 
     def metrics_text(self) -> str:
         uses = []
-        with self.store.lock:
+        with self._pass_lock, self.store.lock:
             for name, sim in sorted(self.nodes.sims.items()):
                 if not sim.rendered.devices:
                     continue

@@ -30,7 +30,7 @@ _SUBRESOURCES: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "log": ("Pod", "", "", ("get",)),
     "eviction": ("Eviction", "policy", "v1", ("create",)),
     "binding": ("Binding", "", "", ("create",)),
-    "proxy": ("ServiceProxyOptions", "", "", ("create", "delete", "get", "patch", "update")),
+    "proxy": ("{kind}ProxyOptions", "", "", ("create", "delete", "get", "patch", "update")),
 }
 
 
@@ -77,7 +77,7 @@ def _entries(r: ResourceType) -> list[JSON]:
             "name": f"{r.plural}/{sub}",
             "singularName": "",
             "namespaced": r.namespaced,
-            "kind": kind or r.kind,
+            "kind": kind.format(kind=r.kind) if kind else r.kind,
             "verbs": list(verbs),
         }
         if group:

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+import yaml
 
 from scheduling.simcluster import discovery, openapi, tables
 from scheduling.simcluster.api import DeleteOptions
@@ -38,8 +41,22 @@ class Request:
     body: bytes
 
     def json(self) -> Any:
+        """The request body; JSON or YAML (protobuf, which only kubectl's typed commands send, is refused)."""
         if not self.body:
             return None
+        content_type = self.headers.get("content-type", "application/json").split(";", 1)[0].strip()
+        if content_type == "application/yaml":
+            try:
+                return yaml.safe_load(self.body)
+            except yaml.YAMLError as exc:
+                raise bad_request(f"couldn't get version/kind; yaml parse error: {exc}") from exc
+        if content_type not in ("application/json", "") and not content_type.endswith("+json"):
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f'application/json, application/yaml; got "{content_type}"',
+            )
         try:
             return json.loads(self.body)
         except ValueError as exc:
@@ -362,9 +379,17 @@ class ApiHTTPServer(ThreadingHTTPServer):
     request_queue_size = 256
     router: Router
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients hang up on keep-alive connections all the time; only anything else is worth a trace.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            log.exception("simcluster: request from %s failed", client_address)
+
 
 class ApiRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: without TCP_NODELAY, Nagle's algorithm and the client's
+    # delayed ACK hold every response back by tens of milliseconds.
+    disable_nagle_algorithm = True
     server: ApiHTTPServer
 
     def do_GET(self) -> None:

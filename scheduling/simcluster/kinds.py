@@ -1,5 +1,5 @@
-"""What differs between resource types: server-side defaults, field validation beyond the schema,
-update rules, and the fields each type supports in field selectors."""
+"""What differs between resource types: server-side defaults and admission, field validation beyond the
+schema, update rules, generation counting and status subresources."""
 
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ def observe(
     return changed
 
 
-def due(config: GpuConfig, now: datetime) -> datetime | None:
+def due(config: GpuConfig) -> datetime | None:
     """When the next pending change lands, if any."""
     times = [t for t in (config.mig_due, config.plugin_due) if t is not None]
     return min(times) if times else None

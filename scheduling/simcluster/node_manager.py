@@ -5,7 +5,7 @@ lost GPUs and the MIG manager, merged into the stored objects without disturbing
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from scheduling.simcluster import mig_manager, nodes, scheduler
@@ -119,13 +119,15 @@ class NodeManager:
             sim.rendered = self._render(sim.spec, sim.gpu, sim.lost, sim.rendered)
         self.publish(name)
 
-    def next_due(self) -> list[tuple[str, Any]]:
-        return [(n, t) for n, s in self.sims.items() if (t := mig_manager.due(s.gpu, self.cluster.clock.now()))]
+    def next_due(self) -> datetime | None:
+        """When the next pending MIG or device-plugin change lands, if any."""
+        times = [t for s in self.sims.values() if (t := mig_manager.due(s.gpu)) is not None]
+        return min(times, default=None)
 
     def land_due_changes(self) -> None:
         now = self.cluster.clock.now()
         for name, sim in self.sims.items():
-            if mig_manager.due(sim.gpu, now) is None:
+            if mig_manager.due(sim.gpu) is None:
                 continue
             if mig_manager.apply_due(sim.gpu, now, gpu_pods=self.gpu_pods_on(name)):
                 sim.rendered = self._render(sim.spec, sim.gpu, sim.lost, sim.rendered)

@@ -44,12 +44,12 @@ def pod_log(cluster: Cluster, namespace: str, name: str, query: dict[str, str]) 
     container = _container(pod, query.get("container", ""))
     if not pod["spec"].get("nodeName"):
         raise bad_request(f"pod {name} does not have a host assigned")
-    lines = kubelet.pod_log_lines(pod, cluster.clock.now(), container)
-    if not lines:
-        statuses = pod.get("status", {}).get("containerStatuses", [])
-        status: JSON = next((s for s in statuses if s["name"] == container), {})
+    statuses = pod.get("status", {}).get("containerStatuses", [])
+    status: JSON = next((s for s in statuses if s["name"] == container), {})
+    if not ({"running", "terminated"} & set(status.get("state", {})) or status.get("lastState", {}).get("terminated")):
         waiting = status.get("state", {}).get("waiting", {}).get("reason", "ContainerCreating")
         raise bad_request(f'container "{container}" in pod "{name}" is waiting to start: {waiting}')
+    lines = kubelet.pod_log_lines(pod, cluster.clock.now(), container)
     tail = int(query["tailLines"]) if query.get("tailLines") else None
     shown = lines[-tail:] if tail is not None else lines
     if query.get("follow", "").lower() != "true":

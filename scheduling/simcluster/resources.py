@@ -54,7 +54,7 @@ RESOURCES: tuple[ResourceType, ...] = (
         True,
         ("po",),
         categories=("all",),
-        subresources=("status", "log", "eviction", "binding"),
+        subresources=("status", "log", "eviction", "binding", "proxy"),
     ),
     ResourceType(
         "", "v1", "services", "Service", True, ("svc",), categories=("all",), subresources=("status", "proxy")

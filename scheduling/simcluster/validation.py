@@ -7,8 +7,6 @@ import json
 import re
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]  # no stubs are installed for it
-
 from scheduling.simcluster import schemas, selectors
 from scheduling.simcluster.errors import Cause, bad_request
 from scheduling.simcluster.resources import ResourceType
@@ -122,50 +120,44 @@ def check_schema(obj: JSON, rtype: ResourceType, *, strict: bool = True) -> list
     decoding: list[str] = []
     causes: list[Cause] = []
     for error in sorted(checker.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
-        for leaf in _leaves(error):
-            parts = list(leaf.absolute_path)
-            path = field_path(root, parts)
-            if leaf.validator == "additionalProperties":
-                allowed = set(leaf.schema.get("properties", {}))
-                extra = [k for k in leaf.instance if k not in allowed]
-                if strict:
-                    unknown.extend(f"{path}.{k}" if path else k for k in extra)
-                else:
-                    for k in extra:
-                        leaf.instance.pop(k, None)
-            elif leaf.validator in ("type", "oneOf", "anyOf"):
-                expected = leaf.schema.get("type", "string")
-                go_type = _GO_TYPES.get(expected if isinstance(expected, str) else expected[0], "string")
-                decoding.append(
-                    f"json: cannot unmarshal {_json_type(leaf.instance)} into Go struct field "
-                    f"{rtype.kind}.{path} of type {go_type}"
-                )
-            elif leaf.validator == "required":
-                missing = re.findall(r"'([^']+)' is a required property", leaf.message)
-                for name in missing or [""]:
-                    causes.append(required(f"{path}.{name}" if path else name))
-            elif leaf.validator == "enum":
-                options = ", ".join(go_value(v) for v in leaf.validator_value if v is not None)
-                causes.append(
-                    Cause(
-                        NOT_SUPPORTED,
-                        f"Unsupported value: {go_value(leaf.instance)}: supported values: {options}",
-                        path,
-                    )
-                )
+        parts = list(error.absolute_path)
+        path = field_path(root, parts)
+        if error.validator == "additionalProperties":
+            allowed = set(error.schema.get("properties", {}))
+            extra = [k for k in error.instance if k not in allowed]
+            if strict:
+                unknown.extend(f"{path}.{k}" if path else k for k in extra)
             else:
-                causes.append(invalid_value(path, leaf.instance, leaf.message))
+                for k in extra:
+                    error.instance.pop(k, None)
+        elif error.validator in ("type", "oneOf", "anyOf"):
+            expected = error.schema.get("type", "string")
+            go_type = _GO_TYPES.get(expected if isinstance(expected, str) else expected[0], "string")
+            decoding.append(
+                f"json: cannot unmarshal {_json_type(error.instance)} into Go struct field "
+                f"{rtype.kind}.{path} of type {go_type}"
+            )
+        elif error.validator == "required":
+            missing = re.findall(r"'([^']+)' is a required property", error.message)
+            for name in missing or [""]:
+                causes.append(required(f"{path}.{name}" if path else name))
+        elif error.validator == "enum":
+            options = ", ".join(go_value(v) for v in error.validator_value if v is not None)
+            causes.append(
+                Cause(
+                    NOT_SUPPORTED,
+                    f"Unsupported value: {go_value(error.instance)}: supported values: {options}",
+                    path,
+                )
+            )
+        else:
+            causes.append(invalid_value(path, error.instance, error.message))
     prefix = f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
     if decoding:
         raise bad_request(prefix + decoding[0])
     if unknown:
         raise bad_request(prefix + "strict decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown))
     return causes
-
-
-def _leaves(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
-    """For oneOf/anyOf failures keep the error itself: Quantity and IntOrString are the only unions."""
-    return [error]
 
 
 # -- metadata -----------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_the_queue_page_shows_position_reason_estimate_and_alternatives(
-    page: Page, live_server, stack_cluster: SimCluster, settings
+    page: Page, live_server, stack_cluster: SimCluster, settings, quiet_cluster_loops: None
 ) -> None:
     settings.KUBECONFIG = str(stack_cluster.kubeconfig_path)
     reset_client()

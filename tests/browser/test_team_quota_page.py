@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PASSWORD = {p.username: p.password for p in PEOPLE}
 
 
-def test_a_lead_reads_the_chart_and_sets_policy_and_caps(page: Page, live_server) -> None:
+def test_a_lead_reads_the_chart_and_sets_policy_and_caps(page: Page, live_server, quiet_cluster_loops: None) -> None:
     seed_demo_organisation()
     seed_demo_catalogue()
     offerings = install_offerings()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
 from kubernetes import client
 
@@ -58,7 +62,24 @@ def test_it_runs_a_two_worker_job_to_success_with_every_transition(org: Org, sta
     ]
 
 
-def test_it_provisions_exactly_once_when_the_worker_dies_mid_way(org: Org, stack: SimCluster, worker: Worker) -> None:
+@pytest.fixture
+def own_worker(stack: SimCluster, worker: Worker, settings: Any, tmp_path: Path) -> Iterator[Worker]:
+    """A worker of this test's own, on its own queue, to be killed without upsetting the session's worker."""
+    worker.stop()
+    queue = f"{worker.env['CELERY_QUEUE']}-crash"
+    own = Worker(worker.env | {"CELERY_QUEUE": queue}, tmp_path / "crash-worker.log")
+    settings.CELERY_TASK_DEFAULT_QUEUE = queue
+    own.start()
+    yield own
+    own.stop()
+    settings.CELERY_TASK_DEFAULT_QUEUE = worker.env["CELERY_QUEUE"]
+    worker.start()
+
+
+def test_it_provisions_exactly_once_when_the_worker_dies_mid_way(
+    org: Org, stack: SimCluster, own_worker: Worker
+) -> None:
+    worker = own_worker
     install_offerings()
     install_images()
     set_quota(org.alpha, "H100-80GB-HBM3", 8)

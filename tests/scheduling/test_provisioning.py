@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
@@ -28,14 +29,24 @@ def kube(stack_cluster: SimCluster) -> Iterator[Kube]:
 
 
 @pytest.fixture
-def notebook(org: Org) -> Workspace:
+def notebook(org: Org, kube: Kube) -> Iterator[Workspace]:
     offering: GpuOffering = install_offerings()["a100-sxm4-80gb-1g-10gb"]
-    return Workspace.objects.create(
-        name="nb", kind="notebook", team=org.alpha, owner=org.member, offering=offering, gpu_count=1,
+    # A fresh name per test: objects of the previous test's workspace may still be terminating.
+    workspace = Workspace.objects.create(
+        name=f"nb{next(_names)}", kind="notebook", team=org.alpha, owner=org.member, offering=offering, gpu_count=1,
         image="quay.io/jupyter/scipy-notebook:2025-06-02", cpu_millis=1000, memory_mib=2048,
         max_runtime_seconds=3600, gpu_equivalents=Decimal("0.1429"), state="admitted", admitted_at=timezone.now(),
         token_salt="abc",
     )  # fmt: skip
+    yield workspace
+    # The cluster outlives the test, and SQLite reuses ids: leave nothing labelled with this id behind.
+    for kind in ("Pod", "Service", "Secret", "PersistentVolumeClaim"):
+        for obj in kube.list(kind, "team-alpha", selector(workspace)):
+            kube.delete(kind, "team-alpha", obj["metadata"]["name"])
+    wait_for(lambda: not kube.list("Pod", "team-alpha", selector(workspace)), what="the test's pods to go")
+
+
+_names = itertools.count()
 
 
 def selector(workspace: Workspace) -> str:
@@ -92,7 +103,7 @@ def test_reconcile_follows_the_pod_and_recreates_an_evicted_one(
     provisioning.provision(kube, notebook.pk)
     wait_for(lambda: reconciled(kube, notebook) == "running", what="running")
     assert notebook.node_name == "gpu-a100-0"
-    stack_cluster.evict_pod("team-alpha", f"ws-{notebook.pk}-nb", "node pressure")
+    stack_cluster.evict_pod("team-alpha", f"ws-{notebook.pk}-{notebook.name}", "node pressure")
     wait_for(lambda: reconciled(kube, notebook) == "admitted", what="the evicted pod to be noticed")
     assert "stopped by the cluster" in notebook.reason
     wait_for(lambda: count(stack_cluster, "pod", notebook) == 0, what="the failed pod to be deleted")

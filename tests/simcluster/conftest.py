@@ -20,7 +20,7 @@ SPEED = 10.0  # simulated seconds per real second: a 2 s image pull takes 0.2 s
 _counter = itertools.count()
 
 
-def wait_for(probe: Callable[[], T | None], *, timeout: float = 5.0, interval: float = 0.02, what: str = "") -> T:
+def wait_for(probe: Callable[[], T | None], *, timeout: float = 15.0, interval: float = 0.02, what: str = "") -> T:
     """Poll until probe returns something truthy; fail with `what` after timeout (real seconds)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -95,5 +95,5 @@ def phase_of(v1: client.CoreV1Api, namespace: str, name: str) -> str:
     return str(v1.read_namespaced_pod(name, namespace).status.phase)
 
 
-def wait_for_phase(v1: client.CoreV1Api, namespace: str, name: str, phase: str, timeout: float = 5.0) -> None:
+def wait_for_phase(v1: client.CoreV1Api, namespace: str, name: str, phase: str, timeout: float = 15.0) -> None:
     wait_for(lambda: phase_of(v1, namespace, name) == phase, timeout=timeout, what=f"pod {name} to be {phase}")

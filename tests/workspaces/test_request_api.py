@@ -110,8 +110,8 @@ BAD_REQUESTS = [
             "image": "pytorch",
             "command": ["train"],
         },
-        "gpu_count: Alpha is guaranteed 8 GPU-equivalents of H100-80GB-HBM3; this request needs 16, "
-        "so it could never start.",
+        "gpu_count: Alpha may use at most 8 GPU-equivalents of H100-80GB-HBM3 for this kind of workspace; "
+        "this request needs 16, so it could never start.",
     ),
 ]
 

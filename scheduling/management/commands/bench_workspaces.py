@@ -141,6 +141,7 @@ class Command(BaseCommand):
             "max_runtime_seconds": 3600,
             "home_volume_gib": 1,
             "gpu_equivalents": offering.gpu_equivalents,
+            "priority": Workspace.Priority.INTERACTIVE,
         }
         started = time.monotonic()
         ids = [actions.do_request_workspace(user, data | {"name": f"nb-{i}"}).pk for i in range(count)]
