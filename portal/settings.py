@@ -263,9 +263,19 @@ RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0, minimu
 PREEMPTION_NOTICE_SECONDS = env_float("PREEMPTION_NOTICE_SECONDS", 120.0, minimum=0.0)
 # An admitted workspace without objects for this long had its provisioning task lost: enqueue it again.
 PROVISIONING_RETRY_SECONDS = env_float("PROVISIONING_RETRY_SECONDS", 30.0, minimum=1.0)
+# Periodic runs expire if not started within two periods: a busy worker then skips stale ones instead of
+# queueing them in front of the work that matters (provisioning).
 CELERY_BEAT_SCHEDULE = {
-    "scheduling-cycle": {"task": "scheduling.run_cycle", "schedule": SCHEDULING_INTERVAL_SECONDS},
-    "reconcile": {"task": "scheduling.reconcile", "schedule": RECONCILE_INTERVAL_SECONDS},
+    "scheduling-cycle": {
+        "task": "scheduling.run_cycle",
+        "schedule": SCHEDULING_INTERVAL_SECONDS,
+        "options": {"expires": 2 * SCHEDULING_INTERVAL_SECONDS},
+    },
+    "reconcile": {
+        "task": "scheduling.reconcile",
+        "schedule": RECONCILE_INTERVAL_SECONDS,
+        "options": {"expires": 2 * RECONCILE_INTERVAL_SECONDS},
+    },
 }
 
 LOGGING = {

@@ -10,6 +10,7 @@ from portal.queue import enqueue
 from scheduling import cycle, provisioning, reconcile
 from scheduling.kube.calls import TransientKubeError
 from scheduling.kube.client import kube
+from scheduling.locks import single_flight
 
 # Transient cluster errors (timeouts, 5xx, 429) retry with exponential backoff; anything else is a bug
 # or a permanent refusal and must surface, not loop.
@@ -41,4 +42,6 @@ def teardown_workspace(workspace_id: int, delete_volume: bool) -> None:
 
 @shared_task(name="scheduling.reconcile", **RETRY)
 def reconcile_cluster() -> dict[str, int]:
-    return reconcile.reconcile(kube())
+    # Safe to run concurrently, but two passes at once only double the work.
+    with single_flight("reconcile") as acquired:
+        return reconcile.reconcile(kube()) if acquired else {}

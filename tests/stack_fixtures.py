@@ -8,6 +8,7 @@ required (the worker cannot share an in-memory SQLite database); .ci/run provide
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import signal
 import subprocess
@@ -28,6 +29,7 @@ from scheduling.simcluster.testing import SimCluster, running_simcluster
 ROOT = Path(__file__).resolve().parents[2]
 SPEED = 10.0  # simulated seconds per real second
 PR_SET_PDEATHSIG = 1
+_own_queues = itertools.count()
 T = TypeVar("T")
 
 
@@ -126,7 +128,7 @@ def worker(
         DATABASE_URL=url,
         KUBECONFIG=str(stack_cluster.kubeconfig_path),
         SCHEDULING_INTERVAL_SECONDS="1",
-        RECONCILE_INTERVAL_SECONDS="0.5",
+        RECONCILE_INTERVAL_SECONDS="1",
         PROVISIONING_RETRY_SECONDS="3",
         SIMCLUSTER_JOB_SECONDS="40",  # 4 real seconds at SPEED
     )
@@ -167,4 +169,29 @@ def quiet_cluster_loops(request: pytest.FixtureRequest) -> Iterator[None]:
     worker: Worker = request.getfixturevalue("worker")
     worker.stop()
     yield
+    worker.start()
+
+
+@pytest.fixture
+def dedicated_worker(
+    stack: SimCluster, worker: Worker, settings: Any, tmp_path: Path
+) -> Iterator[Callable[..., Worker]]:
+    """Swap the session's worker for one of this test's own, on its own queue and with its own settings
+    (a worker to kill, longer jobs); the session's worker comes back afterwards."""
+    started: list[Worker] = []
+
+    def start(**env: str) -> Worker:
+        worker.stop()
+        # A queue never used before in this session: no task of an earlier test can land on it.
+        queue = f"{worker.env['CELERY_QUEUE']}-own{next(_own_queues)}"
+        own = Worker(worker.env | {"CELERY_QUEUE": queue, **env}, tmp_path / f"own-worker-{len(started)}.log")
+        settings.CELERY_TASK_DEFAULT_QUEUE = queue
+        own.start()
+        started.append(own)
+        return own
+
+    yield start
+    for own in started:
+        own.stop()
+    settings.CELERY_TASK_DEFAULT_QUEUE = worker.env["CELERY_QUEUE"]
     worker.start()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 from kubernetes import client
@@ -62,24 +60,10 @@ def test_it_runs_a_two_worker_job_to_success_with_every_transition(org: Org, sta
     ]
 
 
-@pytest.fixture
-def own_worker(stack: SimCluster, worker: Worker, settings: Any, tmp_path: Path) -> Iterator[Worker]:
-    """A worker of this test's own, on its own queue, to be killed without upsetting the session's worker."""
-    worker.stop()
-    queue = f"{worker.env['CELERY_QUEUE']}-crash"
-    own = Worker(worker.env | {"CELERY_QUEUE": queue}, tmp_path / "crash-worker.log")
-    settings.CELERY_TASK_DEFAULT_QUEUE = queue
-    own.start()
-    yield own
-    own.stop()
-    settings.CELERY_TASK_DEFAULT_QUEUE = worker.env["CELERY_QUEUE"]
-    worker.start()
-
-
 def test_it_provisions_exactly_once_when_the_worker_dies_mid_way(
-    org: Org, stack: SimCluster, own_worker: Worker
+    org: Org, stack: SimCluster, dedicated_worker: Callable[..., Worker]
 ) -> None:
-    worker = own_worker
+    worker = dedicated_worker()  # its own, so that killing it upsets no other test
     install_offerings()
     install_images()
     set_quota(org.alpha, "H100-80GB-HBM3", 8)
