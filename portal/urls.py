@@ -16,7 +16,7 @@ urlpatterns = [
     path("queue/", scheduling_views.queue_page, name="queue"),
     path("teams/<int:team_id>/quota/", scheduling_views.team_quota_page, name="team-quota"),
     path("chargeback/", views.chargeback_placeholder, name="chargeback"),
-    path("cluster/", views.cluster_placeholder, name="cluster"),
+    path("cluster/", scheduling_views.cluster_page, name="cluster"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("api/v1/", include("portal.api.urls")),

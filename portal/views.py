@@ -57,4 +57,3 @@ def _placeholder(title: str, text: str) -> Callable[[HttpRequest], HttpResponse]
 chargeback_placeholder = _placeholder(
     "Chargeback", "GPU cost per team and cost centre, per month, with CSV and PDF export, will be shown here."
 )
-cluster_placeholder = _placeholder("Cluster", "Nodes, GPUs, MIG layouts and their utilisation will be shown here.")

@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Q
+from django.db.models import Q, Sum
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -17,8 +17,10 @@ from django.utils.dateparse import parse_datetime
 
 from portal import access
 from portal.http import AuthenticatedRequest
-from scheduling import charts, quota, quota_actions
-from scheduling.models import MemberCap, TeamQuota
+from scheduling import charts, quota, quota_actions, workloads
+from scheduling.kube.calls import KubeError
+from scheduling.kube.client import KubeNotConfigured, kube
+from scheduling.models import DepartmentCap, MemberCap, TeamQuota
 from scheduling.queue_view import queue_entries
 from workspaces.models import GpuOffering, Workspace
 
@@ -96,3 +98,67 @@ def team_quota_page(request: AuthenticatedRequest, team_id: int) -> HttpResponse
         "errors": errors,
     }
     return render(request, "scheduling/team_quota.html", context, status=400 if errors else 200)
+
+
+def _node_rows(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for node in nodes:
+        labels = node["metadata"].get("labels") or {}
+        allocatable = node.get("status", {}).get("allocatable") or {}
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in node.get("status", {}).get("conditions") or []
+        )
+        replicas = int(labels.get("nvidia.com/gpu.replicas", "1") or 1)
+        if labels.get("nvidia.com/mig.config", "all-disabled") not in ("all-disabled", ""):
+            mode = f"MIG {labels['nvidia.com/mig.config']} ({labels.get('nvidia.com/mig.config.state', '?')})"
+        elif replicas > 1:
+            mode = f"time-sliced x{replicas}"
+        else:
+            mode = "whole GPUs" if labels.get("nvidia.com/gpu.product") else "CPU only"
+        gpu_resources = {k: v for k, v in allocatable.items() if k.startswith("nvidia.com/") and v not in ("0", 0)}
+        rows.append(
+            {
+                "name": node["metadata"]["name"],
+                "product": labels.get("nvidia.com/gpu.product", ""),
+                "count": labels.get("nvidia.com/gpu.count", "0"),
+                "mode": mode,
+                "resources": ", ".join(
+                    f"{k.removeprefix('nvidia.com/')}: {v}" for k, v in sorted(gpu_resources.items())
+                ),
+                "ready": ready and not node.get("spec", {}).get("unschedulable"),
+            }
+        )
+    return rows
+
+
+@login_required
+def cluster_page(request: AuthenticatedRequest) -> HttpResponse:
+    """Operators: nodes and their GPU modes, capacity per GPU model against the sum of guarantees."""
+    if not request.user.is_operator:
+        raise PermissionDenied("Only operators see the cluster page.")
+    try:
+        nodes = kube().list("Node", None, "")
+        error = ""
+    except (KubeError, KubeNotConfigured) as exc:
+        nodes, error = [], str(exc)
+    capacity = {flavour: Decimal(units) / 1000 for flavour, units in workloads.capacity_of(nodes).items()}
+    guaranteed = dict(
+        TeamQuota.objects.values("flavour").annotate(total=Sum("guaranteed")).values_list("flavour", "total")
+    )
+    flavours = [
+        {
+            "flavour": flavour,
+            "capacity": capacity.get(flavour, Decimal(0)),
+            "guaranteed": guaranteed.get(flavour, Decimal(0)),
+            "ratio": (guaranteed.get(flavour, Decimal(0)) / capacity[flavour]) if capacity.get(flavour) else None,
+        }
+        for flavour in sorted(set(capacity) | set(guaranteed))
+    ]
+    context = {
+        "nodes": _node_rows(nodes),
+        "flavours": flavours,
+        "caps": DepartmentCap.objects.select_related("department"),
+        "error": error,
+    }
+    return render(request, "scheduling/cluster.html", context)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from kubernetes.client.rest import ApiException
 
-from tests.simcluster.conftest import pod_manifest, wait_for, wait_for_phase
+from scheduling.simcluster.testing import SimCluster
+from tests.simcluster.conftest import SPEED, pod_manifest, wait_for, wait_for_phase
 
 A100 = "gpu-a100-0"
 STATE = "nvidia.com/mig.config.state"
@@ -18,10 +22,20 @@ def _state(v1, node: str = A100) -> str:
     return str(v1.read_node(node).metadata.labels.get(STATE))
 
 
-def test_it_applies_a_new_layout_when_no_gpu_pod_runs(v1):
-    _label(v1, A100, "nvidia.com/mig.config", "all-1g.10gb")
+@contextmanager
+def frozen_clock(sim: SimCluster) -> Iterator[None]:
+    """Nearly stop simulated time, so a state that lasts one simulated second can be seen however slow the machine."""
+    sim.set_speed(0.0001)
+    try:
+        yield
+    finally:
+        sim.set_speed(SPEED)
 
-    assert _state(v1) == "pending"
+
+def test_it_applies_a_new_layout_when_no_gpu_pod_runs(v1, sim):
+    with frozen_clock(sim):
+        _label(v1, A100, "nvidia.com/mig.config", "all-1g.10gb")
+        assert _state(v1) == "pending"
     node = wait_for(lambda: (n := v1.read_node(A100)).metadata.labels[STATE] == "success" and n, what="success")
     assert node.status.allocatable["nvidia.com/mig-1g.10gb"] == "56"
     assert node.status.allocatable["nvidia.com/mig-3g.40gb"] == "0"  # gone, kept at zero as the kubelet does
@@ -30,13 +44,13 @@ def test_it_applies_a_new_layout_when_no_gpu_pod_runs(v1):
     assert node.metadata.labels["nvidia.com/gpu.deploy.device-plugin"] == "true"
 
 
-def test_it_pauses_the_gpu_operands_while_pending(v1):
-    _label(v1, A100, "nvidia.com/mig.config", "all-balanced")
-
-    node = v1.read_node(A100)
-    assert node.metadata.labels[STATE] == "pending"
-    assert node.metadata.labels["nvidia.com/gpu.deploy.device-plugin"] == "paused-for-mig-change"
-    assert node.status.allocatable["nvidia.com/mig-1g.10gb"] == "0"
+def test_it_pauses_the_gpu_operands_while_pending(v1, sim):
+    with frozen_clock(sim):
+        _label(v1, A100, "nvidia.com/mig.config", "all-balanced")
+        node = v1.read_node(A100)
+        assert node.metadata.labels[STATE] == "pending"
+        assert node.metadata.labels["nvidia.com/gpu.deploy.device-plugin"] == "paused-for-mig-change"
+        assert node.status.allocatable["nvidia.com/mig-1g.10gb"] == "0"
     wait_for(lambda: _state(v1) == "success", what="success")
     assert v1.read_node(A100).status.allocatable["nvidia.com/mig-3g.40gb"] == "8"
 
