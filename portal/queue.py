@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 
 from portal.celery import app
@@ -21,3 +22,18 @@ def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:
         app.signature(task_name, args=args).apply_async(queue=settings.CELERY_TASK_DEFAULT_QUEUE, **options)
 
     transaction.on_commit(send)
+
+
+def enqueue_coalesced(task_name: str, *, window: float = 2.0) -> None:
+    """Enqueue ``task_name`` unless a run of it is already waiting: a burst of requests then triggers one
+    scheduling cycle, not one each. The task calls :func:`mark_started` so later triggers count again."""
+    if cache.add(_pending_key(task_name), True, timeout=window):
+        enqueue(task_name)
+
+
+def mark_started(task_name: str) -> None:
+    cache.delete(_pending_key(task_name))
+
+
+def _pending_key(task_name: str) -> str:
+    return f"queue:pending:{task_name}"

@@ -6,7 +6,7 @@ from typing import Any
 
 from celery import shared_task
 
-from portal.queue import enqueue
+from portal.queue import enqueue_coalesced, mark_started
 from scheduling import cycle, provisioning, reconcile
 from scheduling.kube.calls import TransientKubeError
 from scheduling.kube.client import kube
@@ -25,6 +25,7 @@ RETRY: dict[str, Any] = {
 
 @shared_task(name="scheduling.run_cycle", **RETRY)
 def run_cycle() -> int:
+    mark_started("scheduling.run_cycle")  # requests arriving from now on trigger a further cycle
     return cycle.run_cycle(kube())
 
 
@@ -37,7 +38,7 @@ def provision_workspace(workspace_id: int) -> None:
 def teardown_workspace(workspace_id: int, delete_volume: bool) -> None:
     provisioning.teardown(kube(), workspace_id, delete_volume=delete_volume)
     # A release may let queued workspaces start.
-    enqueue("scheduling.run_cycle")
+    enqueue_coalesced("scheduling.run_cycle")
 
 
 @shared_task(name="scheduling.reconcile", **RETRY)

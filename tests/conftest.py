@@ -8,6 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from portal.models import Membership, OrgRole, Team, User
+from portal.queue import mark_started
 from tests import factories
 
 # Fixtures shared across folders: headless Chromium, and the full stack (simulated cluster + worker).
@@ -29,6 +30,13 @@ class Org:
 
     def persona(self, name: str) -> User | None:
         return None if name == "anonymous" else getattr(self, name)
+
+
+@pytest.fixture(autouse=True)
+def _no_pending_cycle() -> None:
+    """Each test starts with no scheduling cycle marked as already requested (the mark lives in the cache,
+    which in CI is Redis and outlives a test; clearing the whole cache would also drop the broker's queues)."""
+    mark_started("scheduling.run_cycle")
 
 
 @pytest.fixture

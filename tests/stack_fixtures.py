@@ -75,9 +75,9 @@ class Worker:
             "-l",
             "info",
             "--pool",
-            "threads",
+            "prefork",
             "--concurrency",
-            "4",
+            "3",
             "--without-gossip",
             "--without-mingle",
             "-n",
@@ -87,13 +87,19 @@ class Worker:
         ]
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                argv, cwd=ROOT, env=self.env, stdout=out, stderr=out, preexec_fn=die_with_parent
+                argv,
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=out,
+                preexec_fn=die_with_parent,
+                start_new_session=True,  # its own process group: the pool's children can be killed with it
             )
 
     def kill(self) -> None:
         """Die the hard way (no warm shutdown): what a crashed node or OOM kill does."""
         if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
+            os.killpg(self.process.pid, signal.SIGKILL)  # the main process and its pool children at once
             self.process.wait(timeout=10)
 
     def stop(self) -> None:
@@ -102,7 +108,7 @@ class Worker:
             try:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                os.killpg(self.process.pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from portal.queue import enqueue
+from portal.queue import enqueue, enqueue_coalesced
 from scheduling import quota
 from workspaces import policy
 from workspaces.models import GpuOffering, Workspace
@@ -59,7 +59,7 @@ def do_request_workspace(user: Any, data: dict[str, Any]) -> Workspace:
         reason="Waiting for the scheduler.",
     )
     note(workspace, f"Requested by {user.get_username()}: {offering.display_name} x{workspace.gpu_count}.")
-    enqueue(RUN_CYCLE)
+    enqueue_coalesced(RUN_CYCLE)
     return workspace
 
 
@@ -99,7 +99,7 @@ def do_resume(user: Any, workspace: Workspace) -> Workspace:
         started_at=None,
         finished_at=None,
     )
-    enqueue(RUN_CYCLE)
+    enqueue_coalesced(RUN_CYCLE)
     return workspace
 
 

@@ -65,7 +65,8 @@ class Command(BaseCommand):
             reset_client()
             queue = f"bench-{os.getpid()}"
             settings.CELERY_TASK_DEFAULT_QUEUE = queue
-            worker = self._start_worker(cluster.kubeconfig_path, queue, Path(tmp) / "worker.log")
+            settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+            worker = self._start_worker(cluster.kubeconfig_path, queue, settings.VAR_DIR / "bench-worker.log")
             try:
                 user, team, offering = self._setup()
                 latencies = self._run(user, team, offering, count, options["timeout"])
@@ -97,11 +98,11 @@ class Command(BaseCommand):
             "-Q",
             queue,
             "-l",
-            "warning",
+            "info",
             "--pool",
-            "threads",
+            "prefork",
             "--concurrency",
-            "4",
+            "3",
             "--without-gossip",
             "--without-mingle",
             "-n",
