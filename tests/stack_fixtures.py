@@ -23,6 +23,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from portal.workers import worker_argv
 from scheduling.kube.client import reset_client
 from scheduling.simcluster.testing import SimCluster, running_simcluster
 
@@ -62,29 +63,8 @@ class Worker:
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        argv = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "--beat",
-            "--schedule",
-            str(self.log.with_suffix(".beat")),
-            "-l",
-            "info",
-            "--pool",
-            "prefork",
-            "--concurrency",
-            "3",
-            "--without-gossip",
-            "--without-mingle",
-            "-n",
-            f"test-{os.getpid()}@%h",
-            "-Q",
-            self.env["CELERY_QUEUE"],
-        ]
+        queue = self.env["CELERY_QUEUE"]
+        argv = worker_argv(schedule=self.log.with_suffix(".beat"), name=queue, queue=queue)
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 argv,

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from portal.workers import worker_argv
 from scheduling.kube.client import reset_client
 
 
@@ -77,25 +78,7 @@ class Command(BaseCommand):
             children += [
                 Child(
                     "worker",
-                    [
-                        python,
-                        "-m",
-                        "celery",
-                        "-A",
-                        "portal",
-                        "worker",
-                        "--beat",
-                        "--schedule",
-                        str(schedule),
-                        "-l",
-                        "warning",
-                        "--pool",
-                        "threads",
-                        "--concurrency",
-                        "4",
-                        "--without-gossip",
-                        "--without-mingle",
-                    ],
+                    worker_argv(schedule=schedule, name="demo", pool="threads", concurrency=4, loglevel="warning"),
                 ),
                 Child("web", [python, "manage.py", "runserver", address, "--noreload"]),
             ]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict
@@ -25,6 +24,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from portal.models import Department, Membership, Team, User
+from portal.workers import worker_argv
 from scheduling.discovery import propose_offerings
 from scheduling.kube.client import kube, reset_client
 from scheduling.models import TeamQuota
@@ -85,29 +85,7 @@ class Command(BaseCommand):
             RECONCILE_INTERVAL_SECONDS="0.5",
             PORTAL_ENV=settings.PORTAL_ENV,
         )
-        argv = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "--beat",
-            "--schedule",
-            str(log.with_suffix(".beat")),
-            "-Q",
-            queue,
-            "-l",
-            "info",
-            "--pool",
-            "prefork",
-            "--concurrency",
-            "3",
-            "--without-gossip",
-            "--without-mingle",
-            "-n",
-            f"{queue}@%h",
-        ]
+        argv = worker_argv(schedule=log.with_suffix(".beat"), name=queue, queue=queue)
         with log.open("wb") as out:
             return subprocess.Popen(argv, cwd=settings.BASE_DIR, env=env, stdout=out, stderr=out)  # noqa: S603
 

@@ -1,0 +1,20 @@
+"""The command line of a Celery worker with embedded beat, as the demo, the benchmarks and the tests start one."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def worker_argv(
+    *, schedule: Path, name: str, queue: str | None = None, pool: str = "prefork", concurrency: int = 3,
+    loglevel: str = "info",
+) -> list[str]:  # fmt: skip
+    """``prefork`` uses Celery's event loop on Redis; ``threads`` suits the demo's folder broker (no Redis)."""
+    argv = [
+        sys.executable, "-m", "celery", "-A", "portal", "worker", "--beat", "--schedule", str(schedule),
+        "-l", loglevel, "--pool", pool, "--concurrency", str(concurrency),
+        # One worker per host here: gossip and mingle would only slow start-up.
+        "--without-gossip", "--without-mingle", "-n", f"{name}@%h",
+    ]  # fmt: skip
+    return [*argv, "-Q", queue] if queue else argv
