@@ -15,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from django.conf import settings
@@ -23,6 +24,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from portal.workers import worker_argv
 from scheduling.kube.client import reset_client
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 @dataclass
@@ -41,6 +46,8 @@ class Command(BaseCommand):
         parser.add_argument("--cluster", type=Path, default=None, help="simulated cluster YAML (default: demo)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # `kill` or a supervisor's stop should end the children too, as Ctrl-C does.
+        signal.signal(signal.SIGTERM, _interrupt)
         python = sys.executable
         kubeconfig = settings.VAR_DIR / "kubeconfig"
         kubeconfig.unlink(missing_ok=True)
