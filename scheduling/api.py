@@ -42,13 +42,12 @@ class QuotasView(APIView):
 
     @extend_schema(responses=QuotaSerializer(many=True))
     def get(self, request: Request) -> Response:
-        rows = []
-        for team in access.teams_visible_to(request.user):
-            for flavour, numbers in sorted(quota.quota_summary(team.pk).items()):
-                rows.append({"team": team.slug, "flavour": flavour, **{k: str(v) for k, v in numbers.items()}})
-        limits = {(q.team.slug, q.flavour): q.borrow_limit for q in TeamQuota.objects.select_related("team")}
-        for row in rows:
-            row["borrow_limit"] = str(limits.get((row["team"], row["flavour"]), Decimal(0)))
+        teams = {team.pk: team.slug for team in access.teams_visible_to(request.user)}
+        summary = quota.quota_summaries(teams)
+        rows = [
+            {"team": teams[team_id], "flavour": flavour, **{k: str(v) for k, v in numbers.items()}}
+            for (team_id, flavour), numbers in sorted(summary.items(), key=lambda kv: (teams[kv[0][0]], kv[0][1]))
+        ]
         return Response({"results": rows})
 
     @extend_schema(request=QuotaSerializer, responses=QuotaSerializer)

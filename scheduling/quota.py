@@ -6,6 +6,7 @@ priorities and fair share on top of the same functions.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -40,21 +41,29 @@ def used(team_id: int, flavour: str) -> Decimal:
     return total or Decimal(0)
 
 
-def quota_summary(team_id: int) -> dict[str, dict[str, Decimal]]:
-    """Guaranteed and used GPU-equivalents per flavour of one team."""
-    summary = {
-        q.flavour: {"guaranteed": q.guaranteed, "used": Decimal(0)} for q in TeamQuota.objects.filter(team_id=team_id)
+def quota_summaries(team_ids: Iterable[int]) -> dict[tuple[int, str], dict[str, Decimal]]:
+    """Guaranteed, borrowable and used GPU-equivalents per (team, flavour), in two queries for any number of teams."""
+    ids = list(team_ids)
+    zero = Decimal(0)
+    summary: dict[tuple[int, str], dict[str, Decimal]] = {
+        (q.team_id, q.flavour): {"guaranteed": q.guaranteed, "borrow_limit": q.borrow_limit, "used": zero}
+        for q in TeamQuota.objects.filter(team_id__in=ids)
     }
     rows = (
         Workspace.objects.active()
-        .filter(team_id=team_id)
-        .values("offering__gpu_model")
+        .filter(team_id__in=ids)
+        .values("team_id", "offering__gpu_model")
         .annotate(total=Sum("gpu_equivalents"))
     )
     for row in rows:
-        flavour = row["offering__gpu_model"]
-        summary.setdefault(flavour, {"guaranteed": Decimal(0), "used": Decimal(0)})["used"] = row["total"]
+        key = (row["team_id"], row["offering__gpu_model"])
+        summary.setdefault(key, {"guaranteed": zero, "borrow_limit": zero, "used": zero})["used"] = row["total"]
     return summary
+
+
+def quota_summary(team_id: int) -> dict[str, dict[str, Decimal]]:
+    """Guaranteed, borrowable and used GPU-equivalents per flavour of one team."""
+    return {flavour: numbers for (_, flavour), numbers in quota_summaries([team_id]).items()}
 
 
 @dataclass(frozen=True)

@@ -102,3 +102,18 @@ def test_every_change_is_in_the_audit_log(org: Org) -> None:
     lead_view = api_client_for(org.lead).get("/api/v1/audit/").json()["results"]
     assert len(lead_view) == 2  # both concern alpha, which lena leads
     assert api_client_for(org.member).get("/api/v1/audit/").json()["results"] == []
+
+
+def test_the_quota_list_is_two_queries_whatever_the_number_of_teams(org: Org, django_assert_max_num_queries) -> None:
+    from tests import factories
+
+    for _ in range(10):
+        team = factories.make_team(org.alpha.department)
+        set_quota(team, H100, 2)
+    set_quota(org.alpha, H100, 4)
+    client = api_client_for(org.operator)
+    with django_assert_max_num_queries(8):  # auth, org roles, teams, quotas, usage
+        response = client.get("/api/v1/quotas/")
+    rows = response.json()["results"]
+    assert len(rows) == 11
+    assert {"team": "alpha", "flavour": H100, "guaranteed": "4.0000", "borrow_limit": "0.0000", "used": "0"} in rows
