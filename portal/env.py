@@ -8,12 +8,15 @@ stops start-up instead of silently running with a default. ``env_secret`` also r
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+T = TypeVar("T", int, float)
 
 
 def env_str(name: str, default: str = "") -> str:
@@ -32,14 +35,14 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use one of true/false, 1/0, yes/no, on/off.")
 
 
-def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+def _env_number(name: str, default: T, parse: Callable[[str], T], kind: str, minimum: T | None, maximum: T | None) -> T:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
-        value = int(raw.strip())
+        value = parse(raw.strip())
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer.") from None
+        raise ImproperlyConfigured(f"{name}={raw!r} is not {kind}.") from None
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={value} is below the minimum of {minimum}.")
     if maximum is not None and value > maximum:
@@ -47,17 +50,12 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
     return value
 
 
+def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    return _env_number(name, default, int, "an integer", minimum, maximum)
+
+
 def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} is below the minimum of {minimum}.")
-    return value
+    return _env_number(name, default, float, "a number", minimum, None)
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

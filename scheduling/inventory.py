@@ -107,11 +107,12 @@ class Capacity:
             and node.free.get("memory", Decimal(0)) >= demand.memory_mib * 1024 * 1024
         )
 
-    def _take(self, node: NodeFree, demand: Demand) -> None:
+    def _reserve(self, node: NodeFree, demand: Demand, sign: int = 1) -> None:
+        """Take one pod's worth of ``demand`` from ``node`` (``sign=-1`` gives it back)."""
         if demand.resource_name:
-            node.free[demand.resource_name] -= demand.count
-        node.free["cpu"] = node.free.get("cpu", Decimal(0)) - Decimal(demand.cpu_millis) / 1000
-        node.free["memory"] = node.free.get("memory", Decimal(0)) - demand.memory_mib * 1024 * 1024
+            node.free[demand.resource_name] = node.free.get(demand.resource_name, Decimal(0)) - sign * demand.count
+        node.free["cpu"] = node.free.get("cpu", Decimal(0)) - sign * Decimal(demand.cpu_millis) / 1000
+        node.free["memory"] = node.free.get("memory", Decimal(0)) - sign * demand.memory_mib * 1024 * 1024
 
     def place(self, demand: Demand) -> list[str] | None:
         """Reserve room for every pod of ``demand`` (all or nothing); returns the chosen nodes.
@@ -125,19 +126,13 @@ class Capacity:
                 candidates = [n for n in self.nodes if self._fits(n, demand)]
                 if not candidates:
                     for node in chosen:  # roll back the pods already placed
-                        self._give_back(node, demand)
+                        self._reserve(node, demand, sign=-1)
                     return None
                 key = demand.resource_name or "cpu"
                 best = min(candidates, key=lambda n: (n.free.get(key, Decimal(0)), n.name))
-                self._take(best, demand)
+                self._reserve(best, demand)
                 chosen.append(best)
             return [node.name for node in chosen]
-
-    def _give_back(self, node: NodeFree, demand: Demand) -> None:
-        if demand.resource_name:
-            node.free[demand.resource_name] += demand.count
-        node.free["cpu"] += Decimal(demand.cpu_millis) / 1000
-        node.free["memory"] += demand.memory_mib * 1024 * 1024
 
     def place_would_fail(self, demand: Demand) -> bool:
         """True when no node could take a pod of ``demand`` right now (nothing is reserved)."""

@@ -54,16 +54,18 @@ def _estimates(flavour: str, waiting: list[Workspace], now: datetime) -> dict[in
     return estimates
 
 
-def _alternatives(workspace: Workspace, free: dict[str, int | None]) -> list[str]:
+def _alternatives(
+    workspace: Workspace,
+    offerings: list[GpuOffering],
+    free: dict[str, int | None],
+    summaries: dict[tuple[int, str], dict[str, Decimal]],
+) -> list[str]:
     """Offerings of the same kind of work that could start now within the team's quota."""
-    summary = quota.quota_summary(workspace.team_id)
     options = []
-    for offering in GpuOffering.objects.filter(enabled=True).exclude(pk=workspace.offering_id):
-        if not free.get(offering.slug):
+    for offering in offerings:
+        if offering.pk == workspace.offering_id or offering.kind == GpuOffering.Kind.CPU or not free.get(offering.slug):
             continue
-        if offering.kind == GpuOffering.Kind.CPU:
-            continue
-        numbers = summary.get(offering.flavour, {"guaranteed": Decimal(0), "used": Decimal(0)})
+        numbers = summaries.get((workspace.team_id, offering.flavour), {"guaranteed": Decimal(0), "used": Decimal(0)})
         if numbers["used"] + offering.gpu_equivalents <= numbers["guaranteed"]:
             options.append(f"{offering.display_name} is free now")
     return options[:3]
@@ -83,7 +85,9 @@ def queue_entries(user: Any) -> list[dict[str, Any]]:
     by_flavour: dict[str, list[Workspace]] = defaultdict(list)
     for workspace in queued:
         by_flavour[workspace.offering.flavour].append(workspace)
-    free = services.free_units(GpuOffering.objects.filter(enabled=True))
+    offerings = list(GpuOffering.objects.filter(enabled=True))
+    free = services.free_units(offerings)
+    summaries = quota.quota_summaries({w.team_id for w in queued if w.pk in visible})
     entries = []
     for flavour, waiting in by_flavour.items():
         estimates = _estimates(flavour, waiting, now)
@@ -104,7 +108,7 @@ def queue_entries(user: Any) -> list[dict[str, Any]]:
                     "reason": workspace.reason,
                     "estimated_start": estimate.isoformat() if estimate else None,
                     "waiting_since": workspace.created_at.isoformat(),
-                    "alternatives": _alternatives(workspace, free),
+                    "alternatives": _alternatives(workspace, offerings, free, summaries),
                 }
             )
     return sorted(entries, key=lambda e: (e["flavour"], e["position"]))

@@ -30,17 +30,13 @@ def _form_context(request: AuthenticatedRequest) -> dict[str, Any]:
     offerings = list(GpuOffering.objects.filter(enabled=True))
     free = services.free_units(offerings)
     teams = [m.team for m in Membership.objects.filter(user=request.user).select_related("team")]
-    quotas = {team.slug: quota.quota_summary(team.pk) for team in teams}
+    summaries = quota.quota_summaries(team.pk for team in teams)
     rows = []
     for offering in offerings:
-        left = {
-            slug: max(
-                Decimal(0),
-                q.get(offering.flavour, {}).get("guaranteed", Decimal(0))
-                - q.get(offering.flavour, {}).get("used", Decimal(0)),
-            )
-            for slug, q in quotas.items()
-        }
+        left = {}
+        for team in teams:
+            numbers = summaries.get((team.pk, offering.flavour), {})
+            left[team.slug] = max(Decimal(0), numbers.get("guaranteed", Decimal(0)) - numbers.get("used", Decimal(0)))
         needs_quota = offering.kind != GpuOffering.Kind.CPU
         rows.append({"offering": offering, "free": free.get(offering.slug), "quota_left": left if needs_quota else {}})
     return {

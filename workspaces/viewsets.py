@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import models
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
@@ -33,18 +34,25 @@ class IsOperatorOrReadOnly(permissions.BasePermission):
         return bool(getattr(request.user, "is_operator", False))
 
 
-class OfferingViewSet(viewsets.ModelViewSet[GpuOffering]):
-    """GPU shapes users may ask for, with how many could start now. Operators manage them."""
+class CatalogueViewSet(viewsets.ModelViewSet[Any]):
+    """Catalogue entries by slug: everyone reads the enabled ones, operators see and manage all."""
 
-    serializer_class = OfferingSerializer
     permission_classes = (IsOperatorOrReadOnly,)
     lookup_field = "slug"
+    catalogue: models.Manager[Any]  # the model's default manager
 
-    def get_queryset(self) -> QuerySet[GpuOffering]:
-        queryset = GpuOffering.objects.all()
+    def get_queryset(self) -> QuerySet[Any]:
+        queryset: QuerySet[Any] = self.catalogue.all()
         if not getattr(self.request.user, "is_operator", False):
             queryset = queryset.filter(enabled=True)
         return queryset
+
+
+class OfferingViewSet(CatalogueViewSet):
+    """GPU shapes users may ask for, with how many could start now. Operators manage them."""
+
+    serializer_class = OfferingSerializer
+    catalogue = GpuOffering.objects
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         response = super().list(request, *args, **kwargs)
@@ -55,18 +63,11 @@ class OfferingViewSet(viewsets.ModelViewSet[GpuOffering]):
         return response
 
 
-class ImageViewSet(viewsets.ModelViewSet[Image]):
+class ImageViewSet(CatalogueViewSet):
     """The image catalogue. Operators manage it."""
 
     serializer_class = ImageSerializer
-    permission_classes = (IsOperatorOrReadOnly,)
-    lookup_field = "slug"
-
-    def get_queryset(self) -> QuerySet[Image]:
-        queryset = Image.objects.all()
-        if not getattr(self.request.user, "is_operator", False):
-            queryset = queryset.filter(enabled=True)
-        return queryset
+    catalogue = Image.objects
 
 
 class ExtendSerializer(serializers.Serializer[dict[str, Any]]):
