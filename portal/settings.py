@@ -261,8 +261,13 @@ SCHEDULING_INTERVAL_SECONDS = env_float("SCHEDULING_INTERVAL_SECONDS", 5.0, mini
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0, minimum=0.5)
 # How long a borrower is warned before it is preempted to give a team its guarantee back.
 PREEMPTION_NOTICE_SECONDS = env_float("PREEMPTION_NOTICE_SECONDS", 120.0, minimum=0.0)
+# Half-life of the decayed usage that orders the queue by fair share (what a team used this long ago
+# counts half); 0 uses only what each team holds now.
+FAIR_SHARE_HALF_LIFE_SECONDS = env_float("FAIR_SHARE_HALF_LIFE_SECONDS", 4 * 3600.0, minimum=0.0)
 # An admitted workspace without objects for this long had its provisioning task lost: enqueue it again.
 PROVISIONING_RETRY_SECONDS = env_float("PROVISIONING_RETRY_SECONDS", 30.0, minimum=1.0)
+# How long kube-scheduler may refuse a pod pinned by the placement engine before the portal unpins it.
+PLACEMENT_GRACE_SECONDS = env_float("PLACEMENT_GRACE_SECONDS", 10.0, minimum=0.0)
 # Periodic runs expire if not started within two periods: a busy worker then skips stale ones instead of
 # queueing them in front of the work that matters (provisioning).
 CELERY_BEAT_SCHEDULE = {

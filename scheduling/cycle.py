@@ -1,8 +1,9 @@
 """The scheduling cycle: admit queued workspaces that fit their team's quota and the cluster.
 
-One cycle at a time (``single_flight``). Within a cycle, requests are taken first come, first served;
-a request that does not fit is skipped, not blocking others of other teams or shapes. Each admission
-row-locks the team's quota, so admissions racing from several processes cannot overrun it.
+One cycle at a time (``single_flight``). The admission engine orders the queue and decides who is
+admitted, who waits and which borrowers must make room; the placement engine (``inventory.Capacity``)
+chooses the node of each admitted workspace, which is pinned there. Each admission row-locks the team's
+quota, so admissions racing from several processes cannot overrun it.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.queue import enqueue
-from scheduling import quota, workloads
+from scheduling import decayed_usage, quota, workloads
 from scheduling.engine.admission import AdmissionState, Preempt, Wait, WaitReason, decide
 from scheduling.inventory import Capacity, Demand
 from scheduling.kube.calls import Kube
 from scheduling.locks import single_flight
+from scheduling.specs import SHARING
 from workspaces.models import GpuOffering, Workspace
 from workspaces.transitions import State, note, set_reason, transition
 
@@ -39,6 +41,10 @@ def demand_of(workspace: Workspace) -> Demand:
         memory_mib=workspace.memory_mib,
         node_selector=dict(offering.node_selector),
         pods=workspace.workers,
+        sharing=SHARING[GpuOffering.Kind(offering.kind)] if gpu else "",
+        gpu_model=offering.gpu_model,
+        mig_profile=offering.mig_profile,
+        replicas=offering.replicas,
     )
 
 
@@ -80,14 +86,18 @@ def admit_one(workspace: Workspace, capacity: Capacity, *, borrowing: bool = Fal
             )
             return False
         how = "borrowing idle capacity beyond" if borrowing else "within"
+        # One node for every pod: pin them there (required node affinity; kube-scheduler still checks).
+        pinned = nodes[0] if len(set(nodes)) == 1 else ""
+        where = f"placed on {pinned}" if pinned else f"placed on {', '.join(sorted(set(nodes)))}"
         admitted = transition(
             workspace,
             State.ADMITTED,
-            f"Admitted {how} {workspace.team.name}'s quota; {', '.join(sorted(set(nodes)))} has room.",
+            f"Admitted {how} {workspace.team.name}'s quota; {where}.",
             expected=[State.QUEUED],
             source="scheduler",
             borrowing=borrowing,
             preempt_at=None,
+            pinned_node=pinned,
         )
         if admitted:
             enqueue(PROVISION, workspace.pk)
@@ -157,6 +167,9 @@ def run_cycle(kube: Kube) -> int:
             return 0
         now = timezone.now()
         expire_notices(now)
+        active = list(Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES).select_related("offering", "team"))
+        admitted = [workloads.workload_of(w) for w in active if workloads.is_gpu(w)]
+        usage = decayed_usage.advance(admitted, now)  # every cycle, so history accrues while the queue is empty
         queued = list(
             Workspace.objects.filter(state=State.QUEUED)
             .select_related("offering", "team", "owner")
@@ -166,23 +179,22 @@ def run_cycle(kube: Kube) -> int:
             return 0
         nodes = kube.list("Node", None, "")
         capacity = Capacity.from_objects(nodes, kube.list("Pod", None, ""))
-        # Admitted workspaces whose pods are not created yet still hold their room.
-        active = list(Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES).select_related("offering", "team"))
+        # Admitted workspaces whose pods are not on a node yet hold their room: on their pinned node, or
+        # wherever the engine would put them (unpinned after the cluster disagreed, or spread jobs).
         for pending in active:
-            if pending.state == State.ADMITTED:
-                capacity.place(demand_of(pending))
-        decisions = decide(
-            AdmissionState(workloads.quota_config(workloads.capacity_of(nodes)),
-                           [workloads.workload_of(w) for w in active if workloads.is_gpu(w)]),
-            [workloads.workload_of(w) for w in queued if workloads.is_gpu(w)],
-        )  # fmt: skip
+            if pending.state in (State.ADMITTED, State.PROVISIONING) and pending.pk not in capacity.bound:
+                demand = demand_of(pending)
+                if not (pending.pinned_node and capacity.reserve(demand, pending.pinned_node)):
+                    capacity.place(demand)
+        state = AdmissionState(workloads.quota_config(workloads.capacity_of(nodes)), admitted, usage)
+        decisions = decide(state, [workloads.workload_of(w) for w in queued if workloads.is_gpu(w)])
         by_id = {str(w.pk): w for w in [*queued, *active]}
         for preempt in decisions.preempt:
             _give_notice(by_id[preempt.workload_id], preempt, now)
         for wait in decisions.waiting:
             waiting = by_id[wait.workload_id]
             set_reason(waiting, _wait_message(waiting, wait, capacity), source="scheduler")
-        admitted = sum(admit_one(by_id[a.workload_id], capacity, borrowing=a.borrowing) for a in decisions.admit)
-        admitted += sum(admit_one(w, capacity) for w in queued if not workloads.is_gpu(w))
-        log.info("scheduling cycle admitted %d of %d queued workspaces", admitted, len(queued))
-        return admitted
+        count = sum(admit_one(by_id[a.workload_id], capacity, borrowing=a.borrowing) for a in decisions.admit)
+        count += sum(admit_one(w, capacity) for w in queued if not workloads.is_gpu(w))
+        log.info("scheduling cycle admitted %d of %d queued workspaces", count, len(queued))
+        return count

@@ -1,30 +1,50 @@
-"""What the cluster has free, from its node and pod objects, for admission decisions.
+"""What the cluster has free, as the placement engine sees it, and which node the next pod should go to.
 
-A first, plain-Python version: per node, allocatable minus the requests of pods that hold resources.
-The placement engine (``scheduling/engine``) takes over choosing nodes in the placement issue; this
-module stays the bridge from Kubernetes objects to free capacity.
+Built each scheduling cycle from the cluster's Node and Pod objects, in two views that are kept in step:
+
+- the engine's :class:`~scheduling.engine.state.ClusterState`: one row per schedulable node, its GPU mode
+  read from GPU Feature Discovery (MIG when the device plugin advertises MIG instances, time-sliced when
+  ``nvidia.com/gpu.replicas`` > 1, else whole GPUs), CPU and memory from allocatable, minus bound pods;
+- the device plugin's counts per extended resource (allocatable minus the requests of bound pods), which
+  is what kube-scheduler checks and so what decides whether a pod fits at all.
+
+Choosing a node narrows the engine to the nodes whose labels, taints and counts admit the pod, and asks
+the portal's policy (``ours``: FGD's fragmentation plus the GPUs that CPU and memory strand; MIG and
+time-slicing placers for those modes). The device plugin, not the portal, picks the GPU, MIG instance or
+replica on the node, so the GPU and slot the engine records are notional: they feed its fragmentation
+measure. Where the notional layout has no room but the counts do (say, the plugin put a MIG instance
+elsewhere than the engine assumed, or a node mixes MIG and whole GPUs), the counts win and the node with
+the fewest such devices left is taken.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from kubernetes.utils import parse_quantity
+
+from scheduling.engine import gpus, mig
+from scheduling.engine.policies import make_policy
+from scheduling.engine.policies.router import Router
+from scheduling.engine.shapes import MILLI, Placement, PodShape
+from scheduling.engine.state import EXCLUSIVE, MIG, TIME_SLICED, ClusterState, build_state
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
 TERMINAL_PHASES = ("Succeeded", "Failed")
+PRODUCT = "nvidia.com/gpu.product"
+WORKSPACE_LABEL = "gpuportal.io/workspace-id"
+DEVICE_PREFIX = "nvidia.com/"
+MIB = 1024 * 1024
 
-
-@dataclass
-class NodeFree:
-    name: str
-    labels: dict[str, str]
-    free: dict[str, Decimal]
-    gpu_tainted: bool
+I64 = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
@@ -37,6 +57,17 @@ class Demand:
     memory_mib: int
     node_selector: Mapping[str, str]
     pods: int = 1
+    sharing: str = ""  # "exclusive" | "mig" | "time-sliced" ("" for CPU only)
+    gpu_model: str = ""  # catalogue key, e.g. H100-80GB-HBM3
+    mig_profile: str = ""
+    replicas: int = 1  # time-slicing replicas per GPU
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    labels: dict[str, str]
+    gpu_tainted: bool
 
 
 def _ready(node: Mapping[str, Any]) -> bool:
@@ -55,7 +86,7 @@ def _pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     return totals
 
 
-def _other_taints(node: Mapping[str, Any]) -> tuple[bool, bool]:
+def _taints(node: Mapping[str, Any]) -> tuple[bool, bool]:
     """(has the GPU taint, has any other NoSchedule/NoExecute taint our pods do not tolerate)."""
     gpu, other = False, False
     for taint in node.get("spec", {}).get("taints") or []:
@@ -68,86 +99,299 @@ def _other_taints(node: Mapping[str, Any]) -> tuple[bool, bool]:
     return gpu, other
 
 
+def _usable(node: Mapping[str, Any]) -> bool:
+    return bool(_ready(node) and not node.get("spec", {}).get("unschedulable") and not _taints(node)[1])
+
+
+def _gpu_layout(labels: Mapping[str, str], allocatable: Mapping[str, int]) -> tuple[str, int, int, int]:
+    """(catalogue model or "", GPU count, engine mode, replicas) of a node, from GFD labels and allocatable."""
+    product = labels.get(PRODUCT, "").split("-MIG-")[0]  # MIG "single" appends the profile
+    try:
+        model = gpus.get_model(product).key if product else ""
+    except gpus.UnknownGpuModel:
+        model = ""
+    count = int(labels.get("nvidia.com/gpu.count", "0") or 0)
+    if not model or not count:
+        return "", 0, EXCLUSIVE, 0
+    if any(name.startswith(DEVICE_PREFIX + "mig-") and n > 0 for name, n in allocatable.items()):
+        try:
+            mig.geometry_for(model)
+        except gpus.MigNotSupported:
+            return model, 0, EXCLUSIVE, 0
+        return model, count, MIG, 0
+    replicas = int(labels.get("nvidia.com/gpu.replicas", "1") or 1)
+    if replicas > 1:
+        return model, count, TIME_SLICED, replicas
+    # Unhealthy GPUs leave allocatable, not the count label: the engine sees only the healthy ones.
+    return model, min(count, allocatable.get(DEVICE_PREFIX + "gpu", 0)), EXCLUSIVE, 0
+
+
+def _profile_of(model: str, resource: str) -> str | None:
+    profile = gpus.profile_for_resource(model, resource) if model else None
+    return profile.name if profile is not None else None
+
+
+_router: Router | None = None
+_router_lock = threading.Lock()
+
+
+def live_router() -> Router:
+    """The portal's policy, kept for the life of the process so that it keeps learning the workload."""
+    global _router
+    with _router_lock:
+        if _router is None:
+            _router = Router(make_policy("ours", (), np.random.default_rng(0)))
+        return _router
+
+
 @dataclass
 class Capacity:
-    nodes: list[NodeFree]
+    nodes: list[NodeInfo]
+    state: ClusterState
+    free: dict[str, I64]  # device-plugin resource -> free count per node
+    bound: frozenset[int] = frozenset()  # workspaces with at least one pod on a node
+    router: Router = field(default_factory=live_router)
+    _selectors: dict[tuple[tuple[str, str], ...], Mask] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    @classmethod
-    def from_objects(cls, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> Capacity:
-        used: dict[str, dict[str, Decimal]] = {}
-        for pod in pods:
-            node_name = pod.get("spec", {}).get("nodeName")
-            if not node_name or pod.get("status", {}).get("phase") in TERMINAL_PHASES:
-                continue
-            bucket = used.setdefault(node_name, {})
-            for name, amount in _pod_requests(pod).items():
-                bucket[name] = bucket.get(name, Decimal(0)) + amount
-        result = []
-        for node in nodes:
-            gpu_tainted, other_taint = _other_taints(node)
-            if node.get("spec", {}).get("unschedulable") or other_taint or not _ready(node):
-                continue
-            name = node["metadata"]["name"]
-            allocatable = {k: Decimal(parse_quantity(v)) for k, v in (node["status"].get("allocatable") or {}).items()}
-            taken = used.get(name, {})
-            free = {k: v - taken.get(k, Decimal(0)) for k, v in allocatable.items()}
-            result.append(NodeFree(name, dict(node["metadata"].get("labels") or {}), free, gpu_tainted))
-        return cls(result)
+    def __post_init__(self) -> None:
+        self._index = {node.name: i for i, node in enumerate(self.nodes)}
+        self._gpu_tainted = np.array([node.gpu_tainted for node in self.nodes], dtype=np.bool_)
 
-    def _fits(self, node: NodeFree, demand: Demand) -> bool:
-        if any(node.labels.get(k) != v for k, v in demand.node_selector.items()):
-            return False
-        if node.gpu_tainted and not demand.resource_name:
-            return False  # CPU-only pods do not tolerate the GPU taint
-        if demand.resource_name and node.free.get(demand.resource_name, Decimal(0)) < demand.count:
-            return False
-        return (
-            node.free.get("cpu", Decimal(0)) * 1000 >= demand.cpu_millis
-            and node.free.get("memory", Decimal(0)) >= demand.memory_mib * 1024 * 1024
+    @classmethod
+    def from_objects(
+        cls, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], router: Router | None = None
+    ) -> Capacity:
+        infos: list[NodeInfo] = []
+        allocs: list[dict[str, int]] = []
+        layouts: list[tuple[str, int, int, int]] = []
+        cpu: list[int] = []
+        memory: list[int] = []
+        for node in nodes:
+            if not _usable(node):
+                continue
+            labels = dict(node["metadata"].get("labels") or {})
+            raw = {k: Decimal(parse_quantity(v)) for k, v in (node["status"].get("allocatable") or {}).items()}
+            alloc = {k: int(v) for k, v in raw.items() if k.startswith(DEVICE_PREFIX)}
+            infos.append(NodeInfo(node["metadata"]["name"], labels, _taints(node)[0]))
+            allocs.append(alloc)
+            layouts.append(_gpu_layout(labels, alloc))
+            cpu.append(int(raw.get("cpu", Decimal(0)) * 1000))
+            memory.append(int(raw.get("memory", Decimal(0)) // MIB))
+        state = build_state(
+            [n.name for n in infos],
+            [layout[0] for layout in layouts],
+            [layout[1] for layout in layouts],
+            cpu,
+            memory,
+            modes=[layout[2] for layout in layouts],
+            replicas=[layout[3] for layout in layouts],
+        )
+        names = sorted({name for alloc in allocs for name in alloc})
+        free = {name: np.array([alloc.get(name, 0) for alloc in allocs], dtype=np.int64) for name in names}
+        capacity = cls(infos, state, free, router=router or live_router())
+        capacity._occupy_all(pods)
+        return capacity
+
+    # -- building: what bound pods already hold ------------------------------------------------------
+
+    def _occupy_all(self, pods: Iterable[Mapping[str, Any]]) -> None:
+        bound: set[int] = set()
+        for pod in pods:
+            node = self._index.get(pod.get("spec", {}).get("nodeName") or "")
+            if node is None or pod.get("status", {}).get("phase") in TERMINAL_PHASES:
+                continue
+            workspace = (pod.get("metadata", {}).get("labels") or {}).get(WORKSPACE_LABEL, "")
+            if workspace.isdigit():
+                bound.add(int(workspace))
+            requests = _pod_requests(pod)
+            host = PodShape(
+                math.ceil(requests.get("cpu", Decimal(0)) * 1000), math.ceil(requests.get("memory", Decimal(0)) / MIB)
+            )
+            self._apply_or_clamp(host, node)
+            for name, amount in requests.items():
+                if name in self.free:
+                    self.free[name][node] -= int(amount)
+                    for shape in self._device_shapes(node, name, int(amount)):
+                        self._note(shape, node)
+        self.bound = frozenset(bound)
+
+    def _apply_or_clamp(self, host: PodShape, node: int) -> None:
+        """Take a bound pod's CPU and memory; a node the cluster overcommitted is simply left at zero."""
+        try:
+            self.state.apply(host, Placement(node))
+        except ValueError:
+            self.state.cpu_free[node] = max(0, int(self.state.cpu_free[node]) - host.cpu_milli)
+            self.state.mem_free[node] = max(0, int(self.state.mem_free[node]) - host.memory_mib)
+
+    def _device_shapes(self, node: int, resource: str, count: int) -> list[PodShape]:
+        """The engine shapes (GPU part only) of ``count`` units of ``resource`` on ``node``."""
+        mode = int(self.state.mode[node])
+        model = self.state.models[int(self.state.model_idx[node])]
+        if count <= 0 or not model:
+            return []
+        if mode == MIG:
+            profile = _profile_of(model, resource)
+            return [PodShape(0, 0, 1, MILLI, frozenset({model}), profile)] * count if profile else []
+        if resource != DEVICE_PREFIX + "gpu":
+            return []
+        if mode == TIME_SLICED:
+            share = MILLI // int(self.state.ts_replicas[node])
+            return [PodShape(0, 0, 1, share, frozenset({model}), replica=True)] * count
+        return [PodShape(0, 0, count, MILLI, frozenset({model}))]
+
+    def _note(self, shape: PodShape, node: int) -> None:
+        """Record ``shape`` on ``node`` in the engine's notional layout, if that layout has room for it."""
+        with self.state.restricted(self._one(node)):
+            if shape.mig_profile is not None:
+                placement = self.router.mig.choose(self.state, shape)
+            elif shape.replica:
+                placement = self.router.replica.choose(self.state, shape)
+            elif self.state.full_free[node] >= shape.num_gpu:
+                placement = Placement(node, self.state.whole_gpus(node, shape.num_gpu))
+            else:
+                placement = None
+        if placement is not None:
+            self.state.apply(shape, placement)
+
+    # -- deciding ------------------------------------------------------------------------------------
+
+    def _selector_mask(self, selector: Mapping[str, str]) -> Mask:
+        key = tuple(sorted(selector.items()))
+        if key not in self._selectors:
+            self._selectors[key] = np.array(
+                [all(n.labels.get(k) == v for k, v in key) for n in self.nodes], dtype=np.bool_
+            )
+        return self._selectors[key]
+
+    def _units_free(self, resource: str) -> I64:
+        return self.free.get(resource, np.zeros(len(self.nodes), dtype=np.int64))
+
+    def _admits(self, demand: Demand) -> Mask:
+        """Nodes whose labels, taints and free counts admit one pod of ``demand`` now."""
+        ok = self._selector_mask(demand.node_selector).copy()
+        if demand.resource_name:
+            ok &= self._units_free(demand.resource_name) >= demand.count
+        else:  # CPU-only pods do not tolerate the GPU taint
+            ok &= ~self._gpu_tainted
+        ok &= (self.state.cpu_free >= demand.cpu_millis) & (self.state.mem_free >= demand.memory_mib)
+        return ok
+
+    def _shapes(self, demand: Demand) -> list[PodShape]:
+        """One pod of ``demand`` as engine shapes; the first carries the pod's CPU and memory."""
+        cpu, mem = demand.cpu_millis, demand.memory_mib
+        models = frozenset({demand.gpu_model}) if demand.gpu_model else None
+        if not demand.resource_name or demand.count == 0:
+            return [PodShape(cpu, mem)]
+        if demand.sharing == "mig" and demand.mig_profile:
+            unit = [PodShape(0, 0, 1, MILLI, models, demand.mig_profile)]
+        elif demand.sharing == "time-sliced":
+            unit = [PodShape(0, 0, 1, MILLI // max(demand.replicas, 1), models, replica=True)]
+        else:
+            return [PodShape(cpu, mem, demand.count, MILLI, models)]
+        first = unit[0]
+        return [PodShape(cpu, mem, 1, first.gpu_milli, models, first.mig_profile, first.replica)] + unit * (
+            demand.count - 1
         )
 
-    def _reserve(self, node: NodeFree, demand: Demand, sign: int = 1) -> None:
-        """Take one pod's worth of ``demand`` from ``node`` (``sign=-1`` gives it back)."""
+    def _fallback(self, ok: Mask, demand: Demand) -> int:
+        """The admitted node with the least left of what ``demand`` asks for (best fit on the counts)."""
+        nodes = np.flatnonzero(ok)
+        left = self._units_free(demand.resource_name)[nodes] if demand.resource_name else self.state.cpu_free[nodes]
+        return int(nodes[np.argmin(left)])
+
+    def _place_pod(self, demand: Demand, within: Mask | None) -> int | None:
+        ok = self._admits(demand)
+        if within is not None:
+            ok &= within
+        if not ok.any():
+            return None
+        shapes = self._shapes(demand)
+        with self.state.restricted(ok):
+            choice = self.router.choose(self.state, shapes[0])
+        if choice is not None:
+            node = choice.node
+            self.state.apply(shapes[0], choice)
+            rest = shapes[1:]
+        else:
+            node = self._fallback(ok, demand)
+            self._apply_or_clamp(PodShape(demand.cpu_millis, demand.memory_mib), node)
+            rest = [replace(s, cpu_milli=0, memory_mib=0) for s in shapes if s.num_gpu]
+        for shape in rest:
+            self._note(shape, node)
         if demand.resource_name:
-            node.free[demand.resource_name] = node.free.get(demand.resource_name, Decimal(0)) - sign * demand.count
-        node.free["cpu"] = node.free.get("cpu", Decimal(0)) - sign * Decimal(demand.cpu_millis) / 1000
-        node.free["memory"] = node.free.get("memory", Decimal(0)) - sign * demand.memory_mib * 1024 * 1024
+            self.free[demand.resource_name][node] -= demand.count
+        return node
+
+    def _snapshot(self) -> tuple[ClusterState, dict[str, I64]]:
+        return self.state.copy(), {k: v.copy() for k, v in self.free.items()}
+
+    def _restore(self, saved: tuple[ClusterState, dict[str, I64]]) -> None:
+        self.state, self.free = saved
 
     def place(self, demand: Demand) -> list[str] | None:
-        """Reserve room for every pod of ``demand`` (all or nothing); returns the chosen nodes.
+        """Reserve room for every pod of ``demand`` (all or nothing); returns the chosen node per pod.
 
-        Best fit on the requested resource: the node with the least left over, to keep whole nodes free
-        for large requests.
+        Pods of one workspace go to the node of the first if they fit there (so a job can be pinned to
+        one node and share its home volume); otherwise each pod goes where the engine chooses.
         """
         with self._lock:
-            chosen: list[NodeFree] = []
+            saved = self._snapshot()
+            chosen: list[int] = []
             for _ in range(demand.pods):
-                candidates = [n for n in self.nodes if self._fits(n, demand)]
-                if not candidates:
-                    for node in chosen:  # roll back the pods already placed
-                        self._reserve(node, demand, sign=-1)
+                node = self._place_pod(demand, self._one(chosen[0])) if chosen else None
+                if node is None:
+                    node = self._place_pod(demand, None)
+                if node is None:
+                    self._restore(saved)
                     return None
-                key = demand.resource_name or "cpu"
-                best = min(candidates, key=lambda n: (n.free.get(key, Decimal(0)), n.name))
-                self._reserve(best, demand)
-                chosen.append(best)
-            return [node.name for node in chosen]
+                chosen.append(node)
+            return [self.nodes[n].name for n in chosen]
+
+    def reserve(self, demand: Demand, node_name: str) -> bool:
+        """Hold room for ``demand`` on the node it was pinned to; False if that node cannot take it."""
+        index = self._index.get(node_name)
+        if index is None:
+            return False
+        with self._lock:
+            saved = self._snapshot()
+            for _ in range(demand.pods):
+                if self._place_pod(demand, self._one(index)) is None:
+                    self._restore(saved)
+                    return False
+            return True
+
+    def _one(self, node: int) -> Mask:
+        mask = np.zeros(len(self.nodes), dtype=np.bool_)
+        mask[node] = True
+        return mask
+
+    # -- reporting -----------------------------------------------------------------------------------
 
     def place_would_fail(self, demand: Demand) -> bool:
         """True when no node could take a pod of ``demand`` right now (nothing is reserved)."""
         with self._lock:
-            return not any(self._fits(node, demand) for node in self.nodes)
+            return not self._admits(demand).any()
+
+    def free_units(self, demand: Demand) -> int:
+        """How many single-unit pods like ``demand`` the cluster could start now (CPU pods: by CPU)."""
+        ok = self._selector_mask(demand.node_selector)
+        if demand.resource_name:
+            return int(self._units_free(demand.resource_name)[ok].sum())
+        untainted = ok & ~self._gpu_tainted
+        return int((self.state.cpu_free[untainted] // max(demand.cpu_millis, 1)).sum())
 
     def explain(self, demand: Demand) -> str:
         """Why ``demand`` fits nowhere, counted per reason like kube-scheduler's message."""
+        selected = self._selector_mask(demand.node_selector)
+        units = self._units_free(demand.resource_name) if demand.resource_name else None
         reasons: dict[str, int] = {}
-        for node in self.nodes:
-            if any(node.labels.get(k) != v for k, v in demand.node_selector.items()):
+        for i, node in enumerate(self.nodes):
+            if not selected[i]:
                 reason = "node(s) didn't match the offering's node selector"
             elif node.gpu_tainted and not demand.resource_name:
                 reason = "node(s) are GPU nodes"
-            elif demand.resource_name and node.free.get(demand.resource_name, Decimal(0)) < demand.count:
+            elif units is not None and units[i] < demand.count:
                 reason = f"Insufficient {demand.resource_name}"
             else:
                 reason = "Insufficient cpu or memory"

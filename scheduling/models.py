@@ -102,3 +102,20 @@ class MemberCap(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.team}: at most {self.cap} x {self.flavour}"
+
+
+class DecayedUsage(models.Model):
+    """A team's time-decayed use of one flavour, the fair-share input of queue ordering, carried from one
+    scheduling cycle to the next (``scheduling/decayed_usage.py``). In admission units (thousandths of a
+    GPU-equivalent)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="decayed_usage")
+    flavour = models.CharField(max_length=64)
+    usage = models.FloatField(default=0.0)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=("team", "flavour"), name="one_decayed_usage_per_flavour")]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.flavour}: {self.usage:.0f}"

@@ -20,6 +20,7 @@ class Observation:
     reason: str
     node: str = ""
     recreate: bool = False  # the pod is beyond repair where it is; delete it and provision again
+    unschedulable_since: str = ""  # kube-scheduler's PodScheduled=False/Unschedulable time, if it says so
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
@@ -38,9 +39,11 @@ def _waiting_reason(pod: Mapping[str, Any]) -> str:
 def _pending(pod: Mapping[str, Any]) -> Observation:
     node = pod.get("spec", {}).get("nodeName") or ""
     if not node:
-        scheduled = _condition(pod, "PodScheduled")
-        message = (scheduled or {}).get("message") or "waiting for the scheduler"
-        return Observation(State.PROVISIONING, f"Waiting for a node: {message}")
+        scheduled = _condition(pod, "PodScheduled") or {}
+        message = scheduled.get("message") or "waiting for the scheduler"
+        refused = scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable"
+        since = str(scheduled.get("lastTransitionTime") or "") if refused else ""
+        return Observation(State.PROVISIONING, f"Waiting for a node: {message}", unschedulable_since=since)
     return Observation(State.PROVISIONING, f"Starting on {node} ({_waiting_reason(pod)}).", node)
 
 
@@ -92,6 +95,9 @@ def observe_job(job: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]
     if waiting:
         first = _pending(waiting[0])
         return Observation(
-            State.PROVISIONING, f"{len(ready)}/{workers} workers ready. {first.reason}", ", ".join(nodes)
+            State.PROVISIONING,
+            f"{len(ready)}/{workers} workers ready. {first.reason}",
+            ", ".join(nodes),
+            unschedulable_since=first.unschedulable_since,
         )
     return Observation(State.PROVISIONING, f"{len(ready)}/{workers} workers ready.", ", ".join(nodes))

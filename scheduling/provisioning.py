@@ -115,5 +115,6 @@ def teardown(kube: Kube, workspace_id: int, *, delete_volume: bool) -> None:
             started_at=None,
             finished_at=None,
             node_name="",
+            pinned_node="",
             generation=workspace.generation + 1,
         )

@@ -11,10 +11,11 @@ import logging
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.utils import timezone
 
 from portal.queue import enqueue
@@ -89,6 +90,9 @@ def _apply(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterVie
         if transition(workspace, State.ADMITTED, seen.reason, source="reconcile", node_name=""):
             enqueue(PROVISION, workspace.pk)
         return
+    if workspace.pinned_node and _refused_long_enough(workspace, seen, now):
+        _unpin(kube, workspace, seen, view)
+        return
     deadline = workspace_deadline(workspace)
     if seen.state == State.RUNNING and deadline and now >= deadline:
         hours = workspace.max_runtime_seconds // 3600
@@ -108,6 +112,42 @@ def _apply(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterVie
         set_reason(workspace, seen.reason, source="reconcile")
         if seen.node and seen.node != workspace.node_name:
             Workspace.objects.filter(pk=workspace.pk).update(node_name=seen.node)
+
+
+def _refused_long_enough(workspace: Workspace, seen: Observation, now: datetime) -> bool:
+    """Whether kube-scheduler has refused the pinned pod for the grace period, timed by the portal's
+    clock from the first pass that saw this refusal (the cluster's clock need not agree with ours)."""
+    if not seen.unschedulable_since:
+        return False
+    key = f"placement-refused:{workspace.pk}:{workspace.pinned_node}:{seen.unschedulable_since}"
+    cache.add(key, now.timestamp(), timeout=3600)
+    first = float(cache.get(key, now.timestamp()))
+    return now.timestamp() - first >= settings.PLACEMENT_GRACE_SECONDS
+
+
+def _unpin(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterView) -> None:
+    """The cluster disagrees with the placement engine: its pinned node cannot take the pod. The cluster
+    wins: say why, remove the pinned pods and create them again without the pin, for kube-scheduler to
+    place (the workspace keeps its admission)."""
+    if workspace.kind == Workspace.Kind.JOB and (job := view.jobs.get(workspace.pk)) is not None:
+        kube.delete("Job", job["metadata"]["namespace"], job["metadata"]["name"], propagation="Foreground")
+    for pod in view.pods.get(workspace.pk, []):
+        if not pod.get("metadata", {}).get("ownerReferences"):
+            kube.delete("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])
+    node, said = workspace.pinned_node, seen.reason.removeprefix("Waiting for a node: ")
+    if transition(
+        workspace,
+        State.ADMITTED,
+        f"The cluster disagreed with the placement on {node} ({said}); creating it again without the pin, "
+        "for Kubernetes to choose the node.",
+        expected=[State.PROVISIONING],
+        source="reconcile",
+        details={"pinned_node": node, "scheduler": said},
+        pinned_node="",
+        node_name="",
+        admitted_at=workspace.admitted_at,
+    ):
+        enqueue(PROVISION, workspace.pk)
 
 
 def _remove_orphans(kube: Kube, view: ClusterView) -> int:

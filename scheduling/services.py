@@ -54,17 +54,9 @@ def free_units(offerings: Iterable[GpuOffering]) -> dict[str, int | None]:
             memory_mib=offering.memory_mib_default,
             node_selector=dict(offering.node_selector),
         )
-        result[offering.slug] = sum(_units_on(node, demand) for node in capacity.nodes)
+        result[offering.slug] = capacity.free_units(demand)
     cache.set(key, result, CAPACITY_CACHE_SECONDS)
     return result
-
-
-def _units_on(node: Any, demand: Demand) -> int:
-    if any(node.labels.get(k) != v for k, v in demand.node_selector.items()):
-        return 0
-    if not demand.resource_name:
-        return 0 if node.gpu_tainted else int(node.free.get("cpu", 0) * 1000 // max(demand.cpu_millis, 1))
-    return int(node.free.get(demand.resource_name, 0))
 
 
 def _names(workspace: Workspace) -> tuple[str, str]:

@@ -116,6 +116,7 @@ def worker(
         SCHEDULING_INTERVAL_SECONDS="1",
         RECONCILE_INTERVAL_SECONDS="1",
         PROVISIONING_RETRY_SECONDS="3",
+        PLACEMENT_GRACE_SECONDS="2",
         SIMCLUSTER_JOB_SECONDS="40",  # 4 real seconds at SPEED
     )
     subprocess.run(

@@ -95,6 +95,7 @@ def do_resume(user: Any, workspace: Workspace) -> Workspace:
         f"Resumed by {user.get_username()} with the same home volume.",
         generation=workspace.generation + 1,
         node_name="",
+        pinned_node="",
         admitted_at=None,
         started_at=None,
         finished_at=None,

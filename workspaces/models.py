@@ -180,6 +180,9 @@ class Workspace(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
     reason = models.CharField(max_length=500, blank=True, help_text="Why it is in its state, in plain words.")
     node_name = models.CharField(max_length=253, blank=True)
+    pinned_node = models.CharField(
+        max_length=253, blank=True, help_text="The node the placement engine chose; its pods are pinned there."
+    )
     namespace = models.CharField(max_length=63, blank=True)
     token_salt = models.CharField(max_length=32, blank=True)
     generation = models.PositiveIntegerField(default=0, help_text="Counts resumes; names stay stable.")

@@ -13,7 +13,8 @@ past a node's GPU count), so the milli-GPU code never needs to look at the mode.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -59,6 +60,9 @@ class ClusterState:
     ts_free: I64  # (n, g) free replicas
     mig_state: I64  # (n, g) MIG occupancy code (see mig.py), -1 on non-MIG GPUs
     stamp: I64  # (n,) changes whenever the node's row changes
+    # Nodes the next decisions may use (None: all). Not row data: the live cycle narrows it per request to
+    # the nodes whose labels, taints and device-plugin counts admit the pod (see scheduling/inventory.py).
+    only: Mask | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -76,6 +80,16 @@ class ClusterState:
                 kw[k] = v.copy()
         return ClusterState(**kw)
 
+    @contextmanager
+    def restricted(self, only: Mask) -> Iterator[ClusterState]:
+        """Decisions inside the block may use only the nodes where ``only`` is true."""
+        saved = self.only
+        self.only = only if saved is None else only & saved
+        try:
+            yield self
+        finally:
+            self.only = saved
+
     def model_ok(self, pod: PodShape) -> Mask:
         if pod.gpu_models is None or pod.num_gpu == 0:
             return np.ones(self.n_nodes, dtype=np.bool_)
@@ -85,6 +99,8 @@ class ClusterState:
     def host_ok(self, pod: PodShape) -> Mask:
         """Nodes whose CPU, memory and GPU model suit the pod, ignoring the GPUs' occupancy."""
         ok = (self.cpu_free >= pod.cpu_milli) & (self.mem_free >= pod.memory_mib)
+        if self.only is not None:
+            ok &= self.only
         if pod.num_gpu:
             ok &= self.model_ok(pod)
         return ok

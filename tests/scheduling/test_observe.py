@@ -31,6 +31,17 @@ def test_it_reads_a_pending_unscheduled_pod_with_the_scheduler_message() -> None
     assert (seen.state, seen.reason) == ("provisioning", f"Waiting for a node: {message}")
 
 
+def test_it_marks_when_the_scheduler_refuses_a_pod_for_the_pinned_placement_check() -> None:
+    refused = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/7 nodes",
+               "lastTransitionTime": "2026-12-02T10:00:00Z"}  # fmt: skip
+    pending = {"spec": {}, "status": {"phase": "Pending", "conditions": [refused]}}
+    assert observe_pod(pending).unschedulable_since == "2026-12-02T10:00:00Z"
+    gated = {**refused, "reason": "SchedulingGated"}
+    assert observe_pod({"spec": {}, "status": {"phase": "Pending", "conditions": [gated]}}).unschedulable_since == ""
+    job: dict[str, Any] = {"status": {}}
+    assert observe_job(job, [pending], workers=1).unschedulable_since == "2026-12-02T10:00:00Z"
+
+
 def test_it_reads_running_and_ready() -> None:
     assert observe_pod(pod("Running", **ready("True"))).state == "running"
     assert observe_pod(pod("Running", **ready("False"))).state == "provisioning"

@@ -101,6 +101,8 @@ def test_a_pod_for_another_scheduler_waits_for_a_binding(v1, namespace):
 
 def test_logs_are_plain_text_once_the_container_started(v1, namespace):
     v1.create_namespaced_pod(namespace, pod_manifest("chatty"))
+    # Bound but not started yet (the start delay): on a loaded machine binding itself can take a moment.
+    wait_for(lambda: v1.read_namespaced_pod("chatty", namespace).spec.node_name, what="chatty to be bound")
     with pytest.raises(ApiException) as caught:
         v1.read_namespaced_pod_log("chatty", namespace)
     assert caught.value.status == 400
