@@ -46,6 +46,13 @@ class PodRow:
     name: str
     shape: PodShape
     created: int = 0
+    deleted: int = 0  # seconds, like ``created``; 0 when the list does not say
+    scheduled: int = 0
+
+    @property
+    def lifetime(self) -> int:
+        """Seconds the pod ran once placed (at least one)."""
+        return max(1, self.deleted - max(self.created, self.scheduled))
 
 
 def read_nodes(path: Path) -> list[NodeRow]:
@@ -74,6 +81,8 @@ def read_pods(path: Path) -> list[PodRow]:
                     gpu_models=parse_models(r.get("gpu_spec") or ""),
                 ),
                 int(float(r.get("creation_time") or 0)),
+                int(float(r.get("deletion_time") or 0)),
+                int(float(r.get("scheduled_time") or 0)),
             )
             for r in csv.DictReader(f)
         ]

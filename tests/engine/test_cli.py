@@ -5,6 +5,7 @@ import pytest
 
 from scheduling.engine import bench, mig_bench, trace, whatif
 from scheduling.engine.policies import make_policy
+from scheduling.engine.shapes import PodShape
 from tests.engine.helpers import write_nodes, write_pods
 
 NODES = [
@@ -84,3 +85,26 @@ def test_whatif_mig_instances_take_sharing_pods(tmp_path):
     out = whatif.replay_whatif(state, pool, shapes, make_policy("ours", shapes, np.random.default_rng(0)))
     assert out.placed == 7 and out.on_mig == 7 and out.failed["sharing"] == 1
     assert out.held_milli == pytest.approx(1000.0)
+
+
+def test_whatif_timed_queues_a_pod_until_another_leaves(tmp_path):
+    nodes = trace.read_nodes(write_nodes(tmp_path / "n.csv", [("only", 32_000, 65_536, 1, "G2")]))
+    state, pool = whatif.build_cluster(nodes, {})
+    gpu = PodShape(1000, 1024, 1, 1000)
+    rows = [
+        trace.PodRow("a", gpu, created=0, deleted=100),
+        trace.PodRow("b", gpu, created=10, deleted=50, scheduled=10),  # runs 40 s once it can start
+        trace.PodRow("c", PodShape(1000, 1024), created=20, deleted=30),  # CPU only: starts at once
+    ]
+    out = whatif.replay_timed(state, pool, rows, make_policy("bestfit", [], np.random.default_rng(0)))
+    assert (out.offered, out.never, out.peak_queue) == (3, 0, 1)
+    assert sorted(out.waits) == [0.0, 0.0, 90.0]  # b waited from 10 until a left at 100
+    assert out.span == 140.0 and out.held_milli_seconds == 140.0 * 1000  # the GPU was never idle
+    text = whatif.report_timed(state, out)
+    assert "3/3 started" in text and "max 90" in text and "mean 100.00%" in text
+
+
+def test_whatif_timed_from_the_command_line(files, capsys):
+    nodes, pods = files
+    assert whatif.main(["--nodes", str(nodes), "--pods", str(pods), "--timed"]) == 0
+    assert "queue wait (s)" in capsys.readouterr().out
