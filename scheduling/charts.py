@@ -9,6 +9,11 @@ from decimal import Decimal
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
+
+# Series are summed in ten-thousandths of a GPU-equivalent (the models' four decimal places), so the
+# step functions are exact integers and hand-computed values compare equal.
+_SCALE = 10_000
 
 
 @dataclass(frozen=True)
@@ -16,41 +21,103 @@ class Interval:
     start: datetime
     end: datetime | None  # None: still holding
     units: Decimal
+    borrowing: bool = False  # admitted beyond the team's guarantee
+
+
+@dataclass(frozen=True)
+class QuotaSeries:
+    """One team's GPU-equivalents in one flavour at each sample instant."""
+
+    times: list[datetime]
+    used: list[float]  # everything the team held, borrowed units included
+    borrowed: list[float]  # held by the team's borrowing workspaces
+    lent: list[float]  # the team's idle guarantee that other teams of its department were borrowing
+
+
+def _offsets(start: datetime, end: datetime, points: int) -> npt.NDArray[np.float64]:
+    return np.linspace(0.0, (end - start).total_seconds(), points)
+
+
+def _held(intervals: Sequence[Interval], start: datetime, offsets: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Ten-thousandths held at each offset: what began at or before it minus what ended at or before it."""
+    if not intervals:
+        return np.zeros(len(offsets), dtype=np.int64)
+    span = float(offsets[-1])
+    begins = np.array([(i.start - start).total_seconds() for i in intervals])
+    finishes = np.array([span + 1.0 if i.end is None else (i.end - start).total_seconds() for i in intervals])
+    finishes = np.maximum(finishes, begins)  # an end before its start holds nothing
+    units = np.array([int(i.units * _SCALE) for i in intervals], dtype=np.int64)
+
+    def reached(edges: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+        order = np.argsort(edges, kind="stable")
+        totals = np.concatenate(([0], np.cumsum(units[order])))
+        return totals[np.searchsorted(edges[order], offsets, side="right")]
+
+    return reached(begins) - reached(finishes)
+
+
+def _floats(values: npt.NDArray[np.int64]) -> list[float]:
+    return [round(float(v) / _SCALE, 4) for v in values]
 
 
 def usage_series(
     intervals: Sequence[Interval], start: datetime, end: datetime, points: int = 200
 ) -> tuple[list[datetime], list[float]]:
     """Units held at each of ``points`` evenly spaced instants between ``start`` and ``end``."""
-    span = (end - start).total_seconds()
-    offsets = np.linspace(0.0, span, points)
-    held = np.zeros(points)
-    for interval in intervals:
-        begin = (interval.start - start).total_seconds()
-        finish = span if interval.end is None else (interval.end - start).total_seconds()
-        held += np.where((offsets >= begin) & (offsets < finish), float(interval.units), 0.0)
-    return [start + timedelta(seconds=float(s)) for s in offsets], [round(float(v), 4) for v in held]
+    offsets = _offsets(start, end, points)
+    return [start + timedelta(seconds=float(s)) for s in offsets], _floats(_held(intervals, start, offsets))
 
 
-def quota_figure(
-    flavour: str, times: list[datetime], used: list[float], guaranteed: float, borrow_limit: float
-) -> dict[str, Any]:
-    """Used GPU-equivalents over time against the guarantee and the borrowing ceiling."""
-    stamps = [t.isoformat() for t in times]
+def quota_series(
+    own: Sequence[Interval],
+    others: Sequence[Interval],
+    guaranteed: Decimal,
+    start: datetime,
+    end: datetime,
+    points: int = 200,
+) -> QuotaSeries:
+    """Used, borrowed and lent GPU-equivalents of one team in one flavour over time.
+
+    ``own`` are the team's intervals, ``others`` those of the other teams of its department in the same
+    flavour (only their borrowing ones count). Borrowing stays within a department, so at each instant
+    the team lends min(its idle guarantee, what its department's other teams borrow).
+    """
+    offsets = _offsets(start, end, points)
+    used = _held(own, start, offsets)
+    borrowed = _held([i for i in own if i.borrowing], start, offsets)
+    others_borrowing = _held([i for i in others if i.borrowing], start, offsets)
+    idle = np.maximum(0, int(guaranteed * _SCALE) - used)
+    lent = np.minimum(idle, others_borrowing)
+    return QuotaSeries(
+        times=[start + timedelta(seconds=float(s)) for s in offsets],
+        used=_floats(used),
+        borrowed=_floats(borrowed),
+        lent=_floats(lent),
+    )
+
+
+def quota_figure(flavour: str, series: QuotaSeries, guaranteed: float, borrow_limit: float) -> dict[str, Any]:
+    """Used, borrowed and lent GPU-equivalents over time against the guarantee and the borrowing ceiling."""
+    stamps = [t.isoformat() for t in series.times]
+    ends = [stamps[0], stamps[-1]]
     traces: list[dict[str, Any]] = [
-        {"type": "scatter", "mode": "lines", "name": "used", "x": stamps, "y": used, "line": {"shape": "hv"},
-         "fill": "tozeroy"},
-        {"type": "scatter", "mode": "lines", "name": "guaranteed", "x": [stamps[0], stamps[-1]],
-         "y": [guaranteed, guaranteed], "line": {"dash": "dash"}},
+        {"type": "scatter", "mode": "lines", "name": "used", "x": stamps, "y": series.used,
+         "line": {"shape": "hv", "color": "#1f77b4"}, "fill": "tozeroy"},
+        {"type": "scatter", "mode": "lines", "name": "borrowed", "x": stamps, "y": series.borrowed,
+         "line": {"shape": "hv", "color": "#d62728"}},
+        {"type": "scatter", "mode": "lines", "name": "lent", "x": stamps, "y": series.lent,
+         "line": {"shape": "hv", "color": "#2ca02c"}},
+        {"type": "scatter", "mode": "lines", "name": "guaranteed", "x": ends, "y": [guaranteed, guaranteed],
+         "line": {"dash": "dash", "color": "#444"}},
     ]  # fmt: skip
     if borrow_limit:
         ceiling = guaranteed + borrow_limit
-        traces.append({"type": "scatter", "mode": "lines", "name": "guaranteed + borrowing",
-                       "x": [stamps[0], stamps[-1]], "y": [ceiling, ceiling], "line": {"dash": "dot"}})  # fmt: skip
+        traces.append({"type": "scatter", "mode": "lines", "name": "guaranteed + borrowing", "x": ends,
+                       "y": [ceiling, ceiling], "line": {"dash": "dot", "color": "#888"}})  # fmt: skip
     return {
         "data": traces,
         "layout": {
-            "title": {"text": f"{flavour}: GPU-equivalents in use"},
+            "title": {"text": f"{flavour}: GPU-equivalents"},
             "height": 280,
             "margin": {"l": 50, "r": 20, "t": 40, "b": 40},
             "yaxis": {"rangemode": "tozero", "title": {"text": "GPU-equivalents"}},

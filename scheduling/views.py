@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -12,11 +13,13 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q, Sum
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from portal import access
 from portal.http import AuthenticatedRequest
+from portal.models import Team
 from scheduling import charts, quota, quota_actions, workloads
 from scheduling.kube.calls import KubeError
 from scheduling.kube.client import KubeNotConfigured, kube
@@ -33,20 +36,53 @@ def queue_page(request: AuthenticatedRequest) -> HttpResponse:
     return render(request, "scheduling/queue.html", {"entries": entries})
 
 
+CHART_DAYS = (1, 7, 30)
+DEFAULT_CHART_DAYS = 7
+
+
+def _chart_days(raw: str | None) -> tuple[int, str]:
+    """The chart window asked for with ``?days=``, or the default and a message saying why not."""
+    if raw is None:
+        return DEFAULT_CHART_DAYS, ""
+    try:
+        days = int(raw)
+    except ValueError:
+        days = 0
+    if days in CHART_DAYS:
+        return days, ""
+    return DEFAULT_CHART_DAYS, (
+        f"The chart covers 1, 7 or 30 days, not {raw[:20]!r}; showing the last {DEFAULT_CHART_DAYS} days."
+    )
+
+
 def _team_figures(
-    team_id: int, summary: dict[str, dict[str, Decimal]], limits: dict[str, Decimal]
+    team: Team, summary: dict[str, dict[str, Decimal]], limits: dict[str, Decimal], days: int
 ) -> list[dict[str, Any]]:
+    """One figure per flavour: used, borrowed and lent over the last ``days`` days.
+
+    One query for the whole department: the team's own workspaces and its teammates' borrowing ones
+    (borrowing stays within a department), whatever the number of teams, workspaces or flavours.
+    """
     end = timezone.now()
-    start = end - timedelta(days=7)
+    start = end - timedelta(days=days)
+    rows = (
+        Workspace.objects.filter(team__department_id=team.department_id, admitted_at__isnull=False, admitted_at__lt=end)
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=start))
+        .filter(Q(team_id=team.pk) | Q(borrowing=True))
+        .values_list("team_id", "offering__gpu_model", "admitted_at", "finished_at", "gpu_equivalents", "borrowing")
+    )
+    own: dict[str, list[charts.Interval]] = defaultdict(list)
+    others: dict[str, list[charts.Interval]] = defaultdict(list)
+    for team_id, flavour, admitted_at, finished_at, units, borrowing in rows:
+        if admitted_at is not None:  # filtered above; narrows the type
+            (own if team_id == team.pk else others)[flavour].append(
+                charts.Interval(admitted_at, finished_at, units, borrowing)
+            )
     figures = []
     for flavour, numbers in sorted(summary.items()):
-        rows = Workspace.objects.filter(team_id=team_id, offering__gpu_model=flavour, admitted_at__isnull=False).filter(
-            Q(finished_at__isnull=True) | Q(finished_at__gte=start)
-        )
-        intervals = [charts.Interval(w.admitted_at, w.finished_at, w.gpu_equivalents) for w in rows if w.admitted_at]
-        times, used = charts.usage_series(intervals, start, end)
+        series = charts.quota_series(own[flavour], others[flavour], numbers["guaranteed"], start, end)
         figures.append(
-            charts.quota_figure(flavour, times, used, float(numbers["guaranteed"]), float(limits.get(flavour, 0)))
+            charts.quota_figure(flavour, series, float(numbers["guaranteed"]), float(limits.get(flavour, 0)))
         )
     return figures
 
@@ -55,6 +91,7 @@ def _team_figures(
 def team_quota_page(request: AuthenticatedRequest, team_id: int) -> HttpResponse:
     team = access.access_team_by_id(request.user, team_id)
     can_manage = access.can_manage_team(request.user, team)
+    days, days_error = _chart_days(request.GET.get("days"))
     errors: dict[str, list[str]] = {}
     if request.method == "POST":
         if not can_manage:
@@ -80,7 +117,10 @@ def team_quota_page(request: AuthenticatedRequest, team_id: int) -> HttpResponse
             errors = {"__all__": ["Enter whole hours and a number of GPU-equivalents."]}
         else:
             messages.success(request, "Saved.")
-            return redirect("team-quota", team_id=team.pk)
+            url = reverse("team-quota", args=[team.pk])  # keeps the chart window the lead was looking at
+            return redirect(url if days == DEFAULT_CHART_DAYS else f"{url}?days={days}")
+    if days_error:
+        errors["days"] = [days_error]
     summary = quota.quota_summary(team.pk)
     limits = dict(TeamQuota.objects.filter(team=team).values_list("flavour", "borrow_limit"))
     context = {
@@ -90,7 +130,9 @@ def team_quota_page(request: AuthenticatedRequest, team_id: int) -> HttpResponse
             {"flavour": f, "guaranteed": n["guaranteed"], "used": n["used"], "borrow_limit": limits.get(f, Decimal(0))}
             for f, n in sorted(summary.items())
         ],
-        "figures": _team_figures(team.pk, summary, limits),
+        "figures": _team_figures(team, summary, limits, days),
+        "days": days,
+        "day_choices": CHART_DAYS,
         "rules": quota.team_rules(team.pk),
         "offerings": GpuOffering.objects.filter(enabled=True),
         "member_caps": MemberCap.objects.filter(team=team).select_related("user"),

@@ -37,6 +37,10 @@ def test_a_lead_reads_the_chart_and_sets_policy_and_caps(page: Page, live_server
     page.click("#team-quota-link")
     expect(page.locator("#quota")).to_contain_text("H100-80GB-HBM3")
     expect(page.locator("#quota-charts .main-svg").first).to_be_visible()  # plotly drew it, offline
+    page.click("#chart-window >> text=30 days")
+    expect(page.locator("#chart-heading")).to_have_text("Last 30 days")
+    legend = page.locator("#quota-charts .chart").first.locator(".legendtext")
+    expect(legend).to_contain_text(["used", "borrowed", "lent", "guaranteed"])
     page.fill("#id_max_runtime_hours", "500")
     page.click("#policy-form button")
     expect(page.locator("[role=alert]")).to_contain_text("Operators allow at most 72 hours")
