@@ -13,22 +13,24 @@ from typing import Literal
 SIM_PROFILE_ANNOTATION = "sim.gpuportal.io/workload-profile"
 SIM_DURATION_ANNOTATION = "sim.gpuportal.io/duration-seconds"
 
-# Variables that steer which GPUs a container sees: users never set them (GPU-ON-KUBERNETES.md 5, 9.6).
-GPU_ENV_PREFIXES = ("NVIDIA_",)
-GPU_ENV_NAMES = frozenset({"CUDA_VISIBLE_DEVICES"})
-# Variables the builders set themselves; a user value would silently shadow (or be shadowed by) ours.
-RESERVED_ENV_NAMES = frozenset({"JUPYTER_TOKEN", "WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"})
+# The one list of environment variables users may not set, read by request validation
+# (workspaces/policy.py) and again by the manifest builders. Compared upper-cased.
+# Steer which GPUs a process sees or how the GPU runtime loads: the device plugin decides (facts doc 5, 9.6).
+GPU_ENV_PREFIXES = ("NVIDIA_", "CUDA_", "GPU_", "HIP_", "ROCR_")
+# Set by Kubernetes, the portal's builders (token, distributed-training rendezvous) or the image itself;
+# a user value would silently shadow, or be shadowed by, the real one.
+RESERVED_ENV_PREFIXES = ("KUBERNETES_",)
+RESERVED_ENV_NAMES = frozenset(
+    {"JUPYTER_TOKEN", "WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"}
+    | {"LD_PRELOAD", "LD_LIBRARY_PATH", "HOME", "PATH"}
+)
 
 
 def env_name_problem(name: str) -> str | None:
-    """Why a user may not set this environment variable, or None when it is allowed.
-
-    The portal's form and API validation can call this too, so both layers refuse the same names.
-    """
-    if name in GPU_ENV_NAMES or name.startswith(GPU_ENV_PREFIXES):
-        return f"{name} steers GPU visibility and is set by the cluster, not by users."
-    if name in RESERVED_ENV_NAMES:
-        return f"{name} is set by the portal."
+    """Why a user may not set this environment variable, or None when it is allowed."""
+    upper = name.upper()
+    if upper in RESERVED_ENV_NAMES or upper.startswith(GPU_ENV_PREFIXES + RESERVED_ENV_PREFIXES):
+        return f"{name} is set by the portal or the GPU runtime and cannot be chosen."
     return None
 
 

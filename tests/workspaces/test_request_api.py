@@ -91,6 +91,10 @@ BAD_REQUESTS = [
         "env: CUDA_VISIBLE_DEVICES is set by the portal or the GPU runtime and cannot be chosen.",
     ),
     (
+        {"env": {"RANK": "3"}},  # the job builder sets it; refused at request time, not at provisioning
+        "env: RANK is set by the portal or the GPU runtime and cannot be chosen.",
+    ),
+    (
         {"env": {"1BAD": "x"}},
         "env: '1BAD' is not a valid variable name (letters, digits and _; not starting with a digit).",
     ),
