@@ -17,16 +17,19 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.queue import enqueue
-from scheduling import decayed_usage, quota, workloads
+from scheduling import decayed_usage, workloads
 from scheduling.engine.admission import AdmissionState, Preempt, Wait, WaitReason, decide
 from scheduling.inventory import Capacity, Demand
 from scheduling.kube.calls import Kube
+from scheduling.ledger import Ledger
 from scheduling.locks import single_flight
 from scheduling.specs import SHARING
 from workspaces.models import GpuOffering, Workspace
 from workspaces.transitions import State, note, set_reason, transition
 
 log = logging.getLogger(__name__)
+# JSON columns the cycle never reads; decoding them for thousands of rows per cycle is measurable.
+UNUSED = ("env", "command", "offering__allowed_counts", "offering__description")
 PROVISION = "scheduling.provision_workspace"
 TEARDOWN = "scheduling.teardown_workspace"
 
@@ -52,56 +55,60 @@ def _fmt(amount: Decimal) -> str:
     return f"{amount.normalize():f}"
 
 
-def admit_one(workspace: Workspace, capacity: Capacity, *, borrowing: bool = False) -> bool:
+def admit_one(
+    workspace: Workspace, capacity: Capacity, *, borrowing: bool = False, ledger: Ledger | None = None
+) -> bool:
     """Admit ``workspace`` if its team's quota and the cluster have room; else record why it waits.
 
-    The admission engine decided in memory; this is the authoritative check under the quota row lock,
-    so that admissions racing from several processes cannot overrun a team's limit.
+    The admission engine decided in memory; this is the authoritative check against ``ledger``, read
+    under the quota rows' locks, so that admissions racing from several processes cannot overrun a
+    team's limit. Without a ledger it reads its team's under the lock, in a transaction of its own.
     """
+    if ledger is None:
+        with transaction.atomic():
+            own = Ledger.read([workspace.team_id], lock=True)
+            return admit_one(workspace, capacity, borrowing=borrowing, ledger=own)
     offering = workspace.offering
-    with transaction.atomic():
-        if offering.kind != GpuOffering.Kind.CPU:
-            limits = quota.limits(workspace.team_id, offering.flavour, lock=True)
-            ceiling = limits.guaranteed + (limits.borrow_limit if borrowing else Decimal(0))
-            in_use = quota.used(workspace.team_id, offering.flavour)
-            if in_use + workspace.gpu_equivalents > ceiling:
-                set_reason(workspace, _quota_message(workspace, borrowing=borrowing), source="scheduler")
-                return False
-            capped = quota.member_headroom(workspace.team_id, workspace.owner_id, offering.flavour)
-            if capped and capped[1] + workspace.gpu_equivalents > capped[0]:
-                set_reason(
-                    workspace,
-                    f"Waiting for your share: your lead caps you at {_fmt(capped[0])} {offering.flavour} "
-                    f"GPU-equivalents, you use {_fmt(capped[1])} and this needs {_fmt(workspace.gpu_equivalents)}.",
-                    source="scheduler",
-                )
-                return False
-        demand = demand_of(workspace)
-        nodes = capacity.place(demand)
-        if nodes is None:
+    if offering.kind != GpuOffering.Kind.CPU:
+        limits = ledger.limit(workspace.team_id, offering.flavour)
+        ceiling = limits.guaranteed + (limits.borrow_limit if borrowing else Decimal(0))
+        if ledger.in_use(workspace.team_id, offering.flavour) + workspace.gpu_equivalents > ceiling:
+            set_reason(workspace, _quota_message(workspace, ledger, borrowing=borrowing), source="scheduler")
+            return False
+        capped = ledger.member(workspace.team_id, workspace.owner_id, offering.flavour)
+        if capped and capped[1] + workspace.gpu_equivalents > capped[0]:
             set_reason(
                 workspace,
-                f"Waiting for a free {offering.display_name}: {capacity.explain(demand)}",
+                f"Waiting for your share: your lead caps you at {_fmt(capped[0])} {offering.flavour} "
+                f"GPU-equivalents, you use {_fmt(capped[1])} and this needs {_fmt(workspace.gpu_equivalents)}.",
                 source="scheduler",
             )
             return False
-        how = "borrowing idle capacity beyond" if borrowing else "within"
-        # One node for every pod: pin them there (required node affinity; kube-scheduler still checks).
-        pinned = nodes[0] if len(set(nodes)) == 1 else ""
-        where = f"placed on {pinned}" if pinned else f"placed on {', '.join(sorted(set(nodes)))}"
-        admitted = transition(
-            workspace,
-            State.ADMITTED,
-            f"Admitted {how} {workspace.team.name}'s quota; {where}.",
-            expected=[State.QUEUED],
-            source="scheduler",
-            borrowing=borrowing,
-            preempt_at=None,
-            pinned_node=pinned,
+    demand = demand_of(workspace)
+    nodes = capacity.place(demand)
+    if nodes is None:
+        set_reason(
+            workspace, f"Waiting for a free {offering.display_name}: {capacity.explain(demand)}", source="scheduler"
         )
-        if admitted:
-            enqueue(PROVISION, workspace.pk)
-        return admitted
+        return False
+    how = "borrowing idle capacity beyond" if borrowing else "within"
+    # One node for every pod: pin them there (required node affinity; kube-scheduler still checks).
+    pinned = nodes[0] if len(set(nodes)) == 1 else ""
+    where = f"placed on {pinned}" if pinned else f"placed on {', '.join(sorted(set(nodes)))}"
+    admitted = transition(
+        workspace,
+        State.ADMITTED,
+        f"Admitted {how} {workspace.team.name}'s quota; {where}.",
+        expected=[State.QUEUED],
+        source="scheduler",
+        borrowing=borrowing,
+        preempt_at=None,
+        pinned_node=pinned,
+    )
+    if admitted:
+        ledger.take(workspace)
+        enqueue(PROVISION, workspace.pk)
+    return admitted
 
 
 def _give_notice(workspace: Workspace, preempt: Preempt, now: datetime) -> None:
@@ -132,11 +139,11 @@ def expire_notices(now: datetime) -> int:
     return stopped
 
 
-def _quota_message(workspace: Workspace, *, borrowing: bool) -> str:
+def _quota_message(workspace: Workspace, ledger: Ledger, *, borrowing: bool) -> str:
     offering = workspace.offering
-    limits = quota.limits(workspace.team_id, offering.flavour)
+    limits = ledger.limit(workspace.team_id, offering.flavour)
     ceiling = limits.guaranteed + (limits.borrow_limit if borrowing else Decimal(0))
-    in_use = quota.used(workspace.team_id, offering.flavour)
+    in_use = ledger.in_use(workspace.team_id, offering.flavour)
     kind = "guaranteed and borrowable" if borrowing else "guaranteed"
     return (
         f"Waiting for team quota: {workspace.team.name} uses {_fmt(in_use)} of its {_fmt(ceiling)} {kind} "
@@ -144,10 +151,10 @@ def _quota_message(workspace: Workspace, *, borrowing: bool) -> str:
     )
 
 
-def _wait_message(workspace: Workspace, wait: Wait, capacity: Capacity) -> str:
+def _wait_message(workspace: Workspace, wait: Wait, capacity: Capacity, ledger: Ledger) -> str:
     """The engine's reason, in the words a researcher reads on the queue page."""
     if wait.reason == WaitReason.TEAM_QUOTA_FULL:
-        return _quota_message(workspace, borrowing=workspace.kind == Workspace.Kind.JOB)
+        return _quota_message(workspace, ledger, borrowing=workspace.kind == Workspace.Kind.JOB)
     if wait.reason == WaitReason.NO_CAPACITY:
         demand = demand_of(workspace)
         if capacity.place_would_fail(demand):
@@ -167,12 +174,14 @@ def run_cycle(kube: Kube) -> int:
             return 0
         now = timezone.now()
         expire_notices(now)
-        active = list(Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES).select_related("offering", "team"))
+        holding = Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES)
+        active = list(holding.select_related("offering", "team").defer(*UNUSED))
         admitted = [workloads.workload_of(w) for w in active if workloads.is_gpu(w)]
         usage = decayed_usage.advance(admitted, now)  # every cycle, so history accrues while the queue is empty
         queued = list(
             Workspace.objects.filter(state=State.QUEUED)
             .select_related("offering", "team", "owner")
+            .defer(*UNUSED)
             .order_by("created_at", "id")
         )
         if not queued:
@@ -191,10 +200,16 @@ def run_cycle(kube: Kube) -> int:
         by_id = {str(w.pk): w for w in [*queued, *active]}
         for preempt in decisions.preempt:
             _give_notice(by_id[preempt.workload_id], preempt, now)
-        for wait in decisions.waiting:
-            waiting = by_id[wait.workload_id]
-            set_reason(waiting, _wait_message(waiting, wait, capacity), source="scheduler")
-        count = sum(admit_one(by_id[a.workload_id], capacity, borrowing=a.borrowing) for a in decisions.admit)
-        count += sum(admit_one(w, capacity) for w in queued if not workloads.is_gpu(w))
+        # One transaction: the quota rows of the queued teams stay locked while the cycle admits against
+        # the ledger, and the provisioning tasks go out when it commits.
+        with transaction.atomic():
+            ledger = Ledger.read({w.team_id for w in queued}, lock=True)
+            for wait in decisions.waiting:
+                waiting = by_id[wait.workload_id]
+                set_reason(waiting, _wait_message(waiting, wait, capacity, ledger), source="scheduler")
+            count = sum(
+                admit_one(by_id[a.workload_id], capacity, borrowing=a.borrowing, ledger=ledger) for a in decisions.admit
+            )
+            count += sum(admit_one(w, capacity, ledger=ledger) for w in queued if not workloads.is_gpu(w))
         log.info("scheduling cycle admitted %d of %d queued workspaces", count, len(queued))
         return count

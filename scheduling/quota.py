@@ -1,7 +1,5 @@
-"""Team quota: what a team is guaranteed per GPU flavour and how much of it is in use.
-
-This is the first version of admission (FIFO within guarantee); the quota issue adds borrowing,
-priorities and fair share on top of the same functions.
+"""Team quota for pages and request checks: what a team is guaranteed per GPU flavour, may borrow, and
+uses. The scheduling cycle reads the same numbers in bulk, under lock, through ``scheduling/ledger.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Sum
 
-from scheduling.models import MemberCap, TeamPolicy, TeamQuota
+from scheduling.models import TeamPolicy, TeamQuota
 from workspaces.models import Workspace
 
 
@@ -30,15 +28,6 @@ def limits(team_id: int, flavour: str, *, lock: bool = False) -> Limits:
         rows = rows.select_for_update()
     row = rows.first()
     return Limits(row.guaranteed, row.borrow_limit) if row else Limits(Decimal(0), Decimal(0))
-
-
-def used(team_id: int, flavour: str) -> Decimal:
-    total = (
-        Workspace.objects.active()
-        .filter(team_id=team_id, offering__gpu_model=flavour)
-        .aggregate(total=Sum("gpu_equivalents"))["total"]
-    )
-    return total or Decimal(0)
 
 
 def quota_summaries(team_ids: Iterable[int]) -> dict[tuple[int, str], dict[str, Decimal]]:
@@ -83,16 +72,3 @@ def team_rules(team_id: int) -> TeamRules:
         min(policy.max_runtime_hours, settings.WORKSPACE_MAX_RUNTIME_HOURS),
         frozenset(o.slug for o in policy.allowed_offerings.all()),
     )
-
-
-def member_headroom(team_id: int, user_id: int, flavour: str) -> tuple[Decimal, Decimal] | None:
-    """(cap, in use) for a member with a cap on ``flavour`` in this team; None when uncapped."""
-    cap = MemberCap.objects.filter(team_id=team_id, user_id=user_id, flavour=flavour).first()
-    if cap is None:
-        return None
-    in_use = (
-        Workspace.objects.active()
-        .filter(team_id=team_id, owner_id=user_id, offering__gpu_model=flavour)
-        .aggregate(total=Sum("gpu_equivalents"))["total"]
-    )
-    return cap.cap, in_use or Decimal(0)

@@ -18,7 +18,9 @@ from workspaces.models import Workspace, WorkspaceEvent
 State = Workspace.State
 
 
-@transaction.atomic
+# The state change and its event commit together; inside a caller's transaction (the scheduling cycle
+# admits hundreds at once) no savepoint per change is needed: a failure rolls the caller back anyway.
+@transaction.atomic(savepoint=False)
 def transition(
     workspace: Workspace,
     to_state: str,
@@ -72,11 +74,20 @@ def note(workspace: Workspace, reason: str, *, source: str = "portal", details: 
     )
 
 
+def _gist(reason: str) -> str:
+    """What a reason says, without its live details: "Waiting for team quota: alpha uses 3 of 4 ..." ->
+    "Waiting for team quota"."""
+    return reason.split(": ", 1)[0]
+
+
 def set_reason(workspace: Workspace, reason: str, *, source: str) -> None:
-    """Update the waiting reason; log an event only when it changed, so the timeline stays readable."""
+    """Update the waiting reason. The timeline gets an event only when the gist changes, not when only its
+    numbers do (a queued workspace's counts change with every admission), so it stays readable and the
+    event table does not grow by one row per waiting workspace per scheduling cycle."""
     reason = reason[:500]
     if workspace.reason == reason:
         return
     if Workspace.objects.filter(pk=workspace.pk, state=workspace.state).update(reason=reason) == 1:
-        workspace.reason = reason
-        note(workspace, reason, source=source)
+        before, workspace.reason = workspace.reason, reason
+        if _gist(before) != _gist(reason):
+            note(workspace, reason, source=source)
