@@ -11,22 +11,18 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import tempfile
 import time
-from dataclasses import asdict
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import yaml
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from portal.models import Department, Membership, Team, User
-from portal.workers import worker_argv
-from scheduling.discovery import propose_offerings
-from scheduling.kube.client import kube, reset_client
+from scheduling.benchstack import cluster_file, start_worker, whole_gpu_offering
+from scheduling.kube.client import reset_client
 from scheduling.models import TeamQuota
 from scheduling.simcluster.controllers import Timings
 from scheduling.simcluster.testing import running_simcluster
@@ -34,18 +30,6 @@ from workspaces import actions
 from workspaces.models import GpuOffering, Workspace, WorkspaceEvent
 
 NODES = 16
-
-
-def _cluster_file(folder: Path) -> Path:
-    node = {
-        "cpu": 224,
-        "memory": "2Ti",
-        "gpu": {"model": "H100-80GB-HBM3", "count": 8},
-        "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
-    }
-    path = folder / "bench-cluster.yaml"
-    path.write_text(yaml.safe_dump({"seed": 1, "nodes": [{"name": f"h100-{i}", **node} for i in range(NODES)]}))
-    return path
 
 
 class Command(BaseCommand):
@@ -59,14 +43,16 @@ class Command(BaseCommand):
         count = min(options["count"], NODES * 8)
         with (
             tempfile.TemporaryDirectory() as tmp,
-            running_simcluster(_cluster_file(Path(tmp)), tmp_dir=tmp, timings=Timings(start_delay_s=1.0)) as cluster,
+            running_simcluster(
+                cluster_file(Path(tmp), NODES), tmp_dir=tmp, timings=Timings(start_delay_s=1.0)
+            ) as cluster,
         ):
             settings.KUBECONFIG = str(cluster.kubeconfig_path)
             reset_client()
             queue = f"bench-{os.getpid()}"
             settings.CELERY_TASK_DEFAULT_QUEUE = queue
             settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
-            worker = self._start_worker(cluster.kubeconfig_path, queue, settings.VAR_DIR / "bench-worker.log")
+            worker = start_worker(cluster.kubeconfig_path, queue, settings.VAR_DIR / "bench-worker.log")
             try:
                 user, team, offering = self._setup()
                 latencies = self._run(user, team, offering, count, options["timeout"])
@@ -76,19 +62,6 @@ class Command(BaseCommand):
                 self._cleanup()
         self._report(latencies, count)
 
-    def _start_worker(self, kubeconfig: Path, queue: str, log: Path) -> subprocess.Popen[bytes]:
-        env = dict(
-            os.environ,
-            KUBECONFIG=str(kubeconfig),
-            CELERY_QUEUE=queue,
-            SCHEDULING_INTERVAL_SECONDS="1",
-            RECONCILE_INTERVAL_SECONDS="0.5",
-            PORTAL_ENV=settings.PORTAL_ENV,
-        )
-        argv = worker_argv(schedule=log.with_suffix(".beat"), name=queue, queue=queue)
-        with log.open("wb") as out:
-            return subprocess.Popen(argv, cwd=settings.BASE_DIR, env=env, stdout=out, stderr=out)  # noqa: S603
-
     def _setup(self) -> tuple[User, Team, GpuOffering]:
         self._cleanup()
         department, _ = Department.objects.get_or_create(
@@ -97,11 +70,7 @@ class Command(BaseCommand):
         team = Team.objects.create(department=department, name="Bench", slug="bench")
         user = User.objects.create_user("bench-user")
         Membership.objects.create(team=team, user=user)
-        proposal = next(p for p in propose_offerings(kube().list("Node", None, "")) if p.kind == "whole")
-        fields = asdict(proposal)
-        fields.pop("nodes")
-        fields["slug"] = "bench-h100"
-        offering = GpuOffering.objects.create(**fields)
+        offering = whole_gpu_offering("bench-h100")
         TeamQuota.objects.create(team=team, flavour=offering.flavour, guaranteed=Decimal(1000))
         return user, team, offering
 
