@@ -15,11 +15,17 @@ from django.db import transaction
 from portal.celery import app
 
 
+def queue_for(task_name: str) -> str:
+    """The default queue, or its control queue for the control loops (settings.CELERY_CONTROL_TASKS)."""
+    default = str(settings.CELERY_TASK_DEFAULT_QUEUE)
+    return f"{default}.control" if task_name in settings.CELERY_CONTROL_TASKS else default
+
+
 def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:
     def send() -> None:
         options: dict[str, Any] = {} if countdown is None else {"countdown": countdown}
-        # The queue is named each time (not left to Celery's cached default) so it follows the settings.
-        app.signature(task_name, args=args).apply_async(queue=settings.CELERY_TASK_DEFAULT_QUEUE, **options)
+        # The queue is named each time (not left to Celery's cached routes) so it follows the settings.
+        app.signature(task_name, args=args).apply_async(queue=queue_for(task_name), **options)
 
     transaction.on_commit(send)
 

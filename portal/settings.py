@@ -270,6 +270,11 @@ PROVISIONING_RETRY_SECONDS = env_float("PROVISIONING_RETRY_SECONDS", 30.0, minim
 PLACEMENT_GRACE_SECONDS = env_float("PLACEMENT_GRACE_SECONDS", 10.0, minimum=0.0)
 # Periodic runs expire if not started within two periods: a busy worker then skips stale ones instead of
 # queueing them in front of the work that matters (provisioning).
+# The control loops (scheduling cycle, reconcile) have a queue of their own next to the default one, so
+# that they never wait behind a backlog of provisioning tasks (and expire there): a finished job is then
+# noticed, and its quota handed on, within a period even while hundreds of workspaces are being created.
+CELERY_CONTROL_TASKS = ("scheduling.run_cycle", "scheduling.reconcile")
+CELERY_TASK_ROUTES = {name: {"queue": f"{CELERY_TASK_DEFAULT_QUEUE}.control"} for name in CELERY_CONTROL_TASKS}
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {
         "task": "scheduling.run_cycle",

@@ -7,12 +7,15 @@ delete count as success), so a task redelivered after a worker crash converges o
 from __future__ import annotations
 
 import logging
+import time
+from typing import Any
 
 from django.conf import settings
 
 from scheduling import priorities
 from scheduling.kube import manifests, names
 from scheduling.kube.calls import Kube, PermanentKubeError
+from scheduling.kube.spec import WorkspaceSpec
 from scheduling.specs import spec_for
 from workspaces.models import Workspace
 from workspaces.tokens import jupyter_token
@@ -46,24 +49,13 @@ def provision(kube: Kube, workspace_id: int) -> None:
         return
     spec = spec_for(workspace)
     namespace = names.namespace_for(workspace.team.slug)
-    base = names.base_name(spec)
     try:
-        for priority_class in priorities.priority_class_objects():
-            kube.ensure(priority_class)
-        kube.ensure(manifests.make_namespace(workspace.team.slug))
-        base_url = notebook_base_url(namespace, base)
-        for obj in manifests.objects_for(spec, token=jupyter_token(workspace), base_url=base_url):
-            kube.ensure(obj)
-        if settings.NOTEBOOK_INGRESS_HOST and workspace.kind == Workspace.Kind.NOTEBOOK:
-            kube.ensure(
-                manifests.make_notebook_ingress(
-                    spec,
-                    host=settings.NOTEBOOK_INGRESS_HOST,
-                    path=base_url,
-                    tls_secret=settings.NOTEBOOK_INGRESS_TLS_SECRET or None,
-                    ingress_class=settings.NOTEBOOK_INGRESS_CLASS or None,
-                )
-            )
+        try:
+            _create_objects(kube, workspace, spec, namespace)
+        except PermanentKubeError as exc:
+            if exc.status not in (403, 404) or not forget_shared():
+                raise
+            _create_objects(kube, workspace, spec, namespace)  # perhaps a shared object went away
     except PermanentKubeError as exc:
         transition(
             workspace,
@@ -81,6 +73,48 @@ def provision(kube: Kube, workspace_id: int) -> None:
         source="provisioner",
         namespace=namespace,
     )
+
+
+# Cluster-wide objects every workspace needs (the priority classes, its team's namespace) are created once
+# per process and then trusted for SHARED_OBJECTS_TTL seconds: sending them again for every workspace
+# was five of its eight API calls. If the cluster then refuses a workspace's objects (a namespace or a
+# priority class went away: 404 or 403), forget them all and try once more before calling it a refusal.
+SHARED_OBJECTS_TTL = 300.0
+_shared_ensured: dict[tuple[str, str], float] = {}
+
+
+def _ensure_shared(kube: Kube, obj: Any) -> None:
+    key = (obj.kind, obj.metadata.name)
+    if time.monotonic() - _shared_ensured.get(key, -SHARED_OBJECTS_TTL) < SHARED_OBJECTS_TTL:
+        return
+    kube.ensure(obj)
+    _shared_ensured[key] = time.monotonic()
+
+
+def forget_shared() -> bool:
+    """Drop what this process believes exists; True if it believed anything."""
+    known = bool(_shared_ensured)
+    _shared_ensured.clear()
+    return known
+
+
+def _create_objects(kube: Kube, workspace: Workspace, spec: WorkspaceSpec, namespace: str) -> None:
+    for priority_class in priorities.priority_class_objects():
+        _ensure_shared(kube, priority_class)
+    _ensure_shared(kube, manifests.make_namespace(workspace.team.slug))
+    base_url = notebook_base_url(namespace, names.base_name(spec))
+    for obj in manifests.objects_for(spec, token=jupyter_token(workspace), base_url=base_url):
+        kube.ensure(obj)
+    if settings.NOTEBOOK_INGRESS_HOST and workspace.kind == Workspace.Kind.NOTEBOOK:
+        kube.ensure(
+            manifests.make_notebook_ingress(
+                spec,
+                host=settings.NOTEBOOK_INGRESS_HOST,
+                path=base_url,
+                tls_secret=settings.NOTEBOOK_INGRESS_TLS_SECRET or None,
+                ingress_class=settings.NOTEBOOK_INGRESS_CLASS or None,
+            )
+        )
 
 
 def teardown(kube: Kube, workspace_id: int, *, delete_volume: bool) -> None:

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from portal.queue import enqueue
+from portal.queue import enqueue, enqueue_coalesced
 from scheduling.kube.calls import Kube
 from scheduling.observe import Observation, observe_job, observe_pod
 from workspaces.deadlines import workspace_deadline
@@ -31,6 +31,7 @@ MANAGED = "app.kubernetes.io/managed-by=gpu-portal"
 WORKSPACE_LABEL = "gpuportal.io/workspace-id"
 PROVISION = "scheduling.provision_workspace"
 TEARDOWN = "scheduling.teardown_workspace"
+RUN_CYCLE = "scheduling.run_cycle"
 
 
 @dataclass
@@ -184,7 +185,11 @@ def reconcile(kube: Kube) -> dict[str, int]:
     for workspace in live:
         _apply(kube, workspace, _observe(workspace, view), view)
         checked += 1
+    # Finished ones free their quota and GPUs now: let queued work start without waiting for beat.
+    finished = sum(w.state not in Workspace.ACTIVE_STATES for w in live)
+    if finished:
+        enqueue_coalesced(RUN_CYCLE)
     removed = _remove_orphans(kube, view)
     if removed:
         log.info("reconcile removed %d orphan object(s)", removed)
-    return {"checked": checked, "orphans_removed": removed}
+    return {"checked": checked, "finished": finished, "orphans_removed": removed}

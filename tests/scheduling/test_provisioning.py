@@ -11,7 +11,8 @@ import pytest
 from django.utils import timezone
 from kubernetes import client
 
-from scheduling import provisioning, reconcile
+from scheduling import priorities, provisioning, reconcile
+from scheduling.kube import names
 from scheduling.kube.calls import Kube, TransientKubeError
 from scheduling.simcluster.testing import SimCluster
 from tests.catalogue import install_offerings
@@ -128,3 +129,23 @@ def test_reconcile_removes_orphans(kube: Kube, stack_cluster: SimCluster, notebo
     assert result["orphans_removed"] >= 4
     wait_for(lambda: count(stack_cluster, "pod", notebook) == 0, what="the orphan pod to go")
     assert count(stack_cluster, "persistent_volume_claim", notebook) == 0
+
+
+def test_shared_objects_are_sent_once_and_made_again_when_they_went_away(
+    kube: Kube, stack_cluster: SimCluster, notebook: Workspace
+) -> None:
+    provisioning.forget_shared()
+    provisioning.provision(kube, notebook.pk)
+    namespace = names.namespace_for(notebook.team.slug)
+    assert kube.get("Namespace", None, namespace) is not None
+    # Someone deletes a priority class the portal created: the next workspace's pod is refused (403),
+    # the portal forgets what it believed exists, creates the shared objects again and succeeds.
+    kube.delete("PriorityClass", None, priorities.class_name(notebook.priority))
+    second = Workspace.objects.create(
+        **{f.name: getattr(notebook, f.name) for f in Workspace._meta.concrete_fields if f.name not in ("id", "name")},
+        name="second",
+    )
+    provisioning.provision(kube, second.pk)
+    second.refresh_from_db()
+    assert second.state == "provisioning", second.reason
+    assert kube.get("PriorityClass", None, priorities.class_name(notebook.priority)) is not None
