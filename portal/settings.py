@@ -266,6 +266,9 @@ PREEMPTION_NOTICE_SECONDS = env_float("PREEMPTION_NOTICE_SECONDS", 120.0, minimu
 FAIR_SHARE_HALF_LIFE_SECONDS = env_float("FAIR_SHARE_HALF_LIFE_SECONDS", 4 * 3600.0, minimum=0.0)
 # An admitted workspace without objects for this long had its provisioning task lost: enqueue it again.
 PROVISIONING_RETRY_SECONDS = env_float("PROVISIONING_RETRY_SECONDS", 30.0, minimum=1.0)
+# Seconds between reconcile passes that also sweep orphaned services, secrets and volumes (pods and jobs:
+# every pass).
+ORPHAN_SWEEP_SECONDS = env_float("ORPHAN_SWEEP_SECONDS", 60.0, minimum=1.0)
 # How long kube-scheduler may refuse a pod pinned by the placement engine before the portal unpins it.
 PLACEMENT_GRACE_SECONDS = env_float("PLACEMENT_GRACE_SECONDS", 10.0, minimum=0.0)
 # Periodic runs expire if not started within two periods: a busy worker then skips stale ones instead of

@@ -48,7 +48,8 @@ def _workspace_id(obj: Mapping[str, Any]) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-def read_cluster(kube: Kube) -> ClusterView:
+def read_cluster(kube: Kube, *, sweep: bool = True) -> ClusterView:
+    """Pods and jobs always; the other kinds only when ``sweep`` (they matter only for orphan removal)."""
     view = ClusterView()
     for pod in kube.list("Pod", None, MANAGED):
         if (wid := _workspace_id(pod)) is not None:
@@ -57,7 +58,7 @@ def read_cluster(kube: Kube) -> ClusterView:
         if (wid := _workspace_id(job)) is not None:
             view.jobs[wid] = job
     kinds = ["Service", "Secret", "PersistentVolumeClaim"] + (["Ingress"] if settings.NOTEBOOK_INGRESS_HOST else [])
-    for kind in kinds:
+    for kind in kinds if sweep else []:
         view.others.extend((kind, obj) for obj in kube.list(kind, None, MANAGED))
     return view
 
@@ -176,11 +177,16 @@ def _remove_orphans(kube: Kube, view: ClusterView) -> int:
     return removed
 
 
-def reconcile(kube: Kube) -> dict[str, int]:
+def reconcile(kube: Kube, *, sweep: bool | None = None) -> dict[str, int]:
+    """One pass. Services, secrets and volumes are swept for orphans only every ``ORPHAN_SWEEP_SECONDS``
+    (``sweep`` forces it either way): kept home volumes and tokens grow with every workspace ever made,
+    and listing them every few seconds dominated a pass on a busy portal."""
+    if sweep is None:
+        sweep = cache.add("reconcile:sweep", True, timeout=settings.ORPHAN_SWEEP_SECONDS)
     # Workspaces first, cluster second: a workspace provisioned in between is then still "admitted" here,
     # for which missing objects are expected, rather than "provisioning" with objects the view predates.
     live = list(Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES).select_related("team", "offering"))
-    view = read_cluster(kube)
+    view = read_cluster(kube, sweep=sweep)
     checked = 0
     for workspace in live:
         _apply(kube, workspace, _observe(workspace, view), view)
