@@ -104,7 +104,14 @@ def _database() -> dict[str, object]:
     url = env_str("DATABASE_URL")
     if not url:
         VAR_DIR.mkdir(parents=True, exist_ok=True)
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "portal.sqlite3"}
+        # The demo's worker threads, beat and web server all write: take the write lock at BEGIN (a read
+        # transaction that later writes cannot then fail with "database is locked" at once), wait for it
+        # rather than fail, and let readers go on during writes (WAL).
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "portal.sqlite3",
+            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"},
+        }
     try:
         config: dict[str, object] = dict(dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True))
     except ValueError as exc:
