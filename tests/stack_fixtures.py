@@ -147,6 +147,16 @@ def stack(worker: Worker, stack_cluster: SimCluster, settings: Any, transactiona
 
 
 @pytest.fixture
+def cluster_client(stack_cluster: SimCluster, settings: Any) -> Iterator[None]:
+    """The portal's own client (``scheduling.kube.client.kube()``) pointed at the session's cluster, for tests
+    that call cluster-reading code in this process without the worker."""
+    settings.KUBECONFIG = str(stack_cluster.kubeconfig_path)
+    reset_client()
+    yield
+    reset_client()
+
+
+@pytest.fixture
 def quiet_cluster_loops(request: pytest.FixtureRequest) -> Iterator[None]:
     """Pause the session's worker (if the stack is in use) for tests that stage workspace rows by hand,
     which its scheduling and reconcile loops would otherwise act on."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -13,9 +12,8 @@ from django.utils import timezone
 from scheduling import decayed_usage
 from scheduling.cycle import run_cycle
 from scheduling.engine.quota import Kind, Workload
-from scheduling.kube.client import kube, reset_client
+from scheduling.kube.client import kube
 from scheduling.models import DecayedUsage, TeamQuota
-from scheduling.simcluster.testing import SimCluster
 from tests import factories
 from tests.catalogue import install_offerings
 from tests.conftest import Org
@@ -44,14 +42,6 @@ def test_usage_decays_by_half_each_half_life_and_is_kept(org: Org, settings: Any
         ("beta", H100): 0.0,
     }
     assert DecayedUsage.objects.count() == 2
-
-
-@pytest.fixture
-def cluster_client(stack_cluster: SimCluster, settings: Any) -> Iterator[None]:
-    settings.KUBECONFIG = str(stack_cluster.kubeconfig_path)
-    reset_client()
-    yield
-    reset_client()
 
 
 @pytest.mark.parametrize(("heavy", "first"), [("alpha", "beta"), ("beta", "alpha")])

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from io import StringIO
-from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from scheduling import history
-from scheduling.kube.client import reset_client
-from scheduling.simcluster.testing import SimCluster
 from tests.catalogue import demo_nodes, install_offerings
 from tests.conftest import Org
 from tests.scheduling.test_admission import make_workspace
@@ -50,16 +46,8 @@ def test_history_becomes_pod_rows_and_nodes_become_node_rows(requests_made: list
     assert mig == {"gpu-a100-0": "all-balanced", "gpu-h200-0": "all-1g.18gb"}
 
 
-@pytest.fixture
-def on_cluster(stack_cluster: SimCluster, settings: Any) -> Iterator[None]:
-    settings.KUBECONFIG = str(stack_cluster.kubeconfig_path)
-    reset_client()
-    yield
-    reset_client()
-
-
 def test_the_command_replays_history_on_the_cluster_and_a_bigger_one(
-    requests_made: list[Workspace], on_cluster: None
+    requests_made: list[Workspace], cluster_client: None
 ) -> None:
     out = StringIO()
     call_command("whatif_history", "--days", "2", stdout=out)
