@@ -1,14 +1,16 @@
-"""The demo catalogue: images, allowed registries and team quotas (offerings come from the cluster)."""
+"""The demo catalogue: images, allowed registries and team quotas (offerings come from the cluster), and a
+week of history for a new demo."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db import transaction
 
-from portal.models import Team
+from portal.models import Team, User
 from scheduling.models import TeamQuota
-from workspaces.models import AllowedRegistry, Image
+from workspaces.models import AllowedRegistry, GpuOffering, Image, Workspace
 
 IMAGES = (
     ("scipy-notebook", "Jupyter SciPy", "quay.io/jupyter/scipy-notebook:2025-06-02", Image.Kind.NOTEBOOK),
@@ -42,3 +44,54 @@ def seed_demo_catalogue() -> None:
             continue
         for flavour, amount in flavours.items():
             TeamQuota.objects.update_or_create(team=team, flavour=flavour, defaults={"guaranteed": Decimal(amount)})
+
+
+# A week of finished work, so that the quota charts and the what-if have something to show on a new demo:
+# (team, owner, kind, offering slug, GPUs, hours a day it ran, first hour of the day, borrowing).
+HISTORY = (
+    ("vision", "alice", Workspace.Kind.NOTEBOOK, "h100-80gb-hbm3", 2, 6, 9, False),
+    ("vision", "carol", Workspace.Kind.NOTEBOOK, "a100-sxm4-80gb-1g-10gb", 1, 8, 10, False),
+    ("language", "bob", Workspace.Kind.JOB, "h100-80gb-hbm3", 8, 10, 20, False),
+    # Nights: language borrows the H100s vision leaves idle (vision's chart shows them lent).
+    ("language", "bob", Workspace.Kind.JOB, "h100-80gb-hbm3", 4, 8, 22, True),
+    ("platform-ml", "oscar", Workspace.Kind.JOB, "h200-141gb-1g-18gb", 4, 12, 6, False),
+)
+BORROW_LIMITS = {"language": {"H100-80GB-HBM3": 8}}
+
+
+@transaction.atomic
+def seed_demo_history(now: datetime, days: int = 7) -> int:
+    """Add ``days`` days of finished workspaces to a demo with none yet (needs the offerings); returns how many."""
+    if Workspace.objects.exists():
+        return 0
+    for team_slug, flavours in BORROW_LIMITS.items():
+        for flavour, amount in flavours.items():
+            TeamQuota.objects.filter(team__slug=team_slug, flavour=flavour).update(borrow_limit=Decimal(amount))
+    teams = {t.slug: t for t in Team.objects.all()}
+    users = {u.username: u for u in User.objects.all()}
+    offerings = {o.slug: o for o in GpuOffering.objects.all()}
+    images = {kind: Image.objects.filter(kind=kind).first() for kind in Image.Kind}
+    made = 0
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    for day in range(days, 0, -1):
+        for i, (team, owner, kind, slug, gpus, hours, hour, borrowing) in enumerate(HISTORY):
+            image = images[Image.Kind.NOTEBOOK if kind == Workspace.Kind.NOTEBOOK else Image.Kind.JOB]
+            if team not in teams or owner not in users or slug not in offerings or image is None:
+                continue
+            offering = offerings[slug]
+            start = midnight - timedelta(days=day) + timedelta(hours=hour)
+            workspace = Workspace.objects.create(
+                name=f"{kind}-{day}d-{i}", kind=kind, team=teams[team], owner=users[owner], offering=offering,
+                gpu_count=gpus, image=image.reference, command=["python", "train.py"] if kind == "job" else [],
+                cpu_millis=offering.cpu_millis_default, memory_mib=offering.memory_mib_default,
+                max_runtime_seconds=hours * 3600, gpu_equivalents=offering.gpu_equivalents * gpus, borrowing=borrowing,
+                priority=Workspace.Priority.BATCH if borrowing else Workspace.Priority.NORMAL,
+                state=Workspace.State.SUCCEEDED if kind == "job" else Workspace.State.STOPPED,
+                reason="Demo history.",
+            )  # fmt: skip
+            # created_at is set on insert; history needs it in the past.
+            Workspace.objects.filter(pk=workspace.pk).update(
+                created_at=start, admitted_at=start, started_at=start, finished_at=start + timedelta(hours=hours)
+            )
+            made += 1
+    return made

@@ -21,8 +21,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from portal.workers import worker_argv
+from scheduling.demo import seed_demo_history
 from scheduling.kube.client import reset_client
 
 
@@ -80,6 +82,8 @@ class Command(BaseCommand):
             settings.KUBECONFIG = str(kubeconfig)
             reset_client()
             call_command("discover_offerings", "--apply", stdout=self.stdout)
+            if made := seed_demo_history(timezone.now()):
+                self.stdout.write(f"Added a week of demo history ({made} finished workspaces).")
             address = f"{options['host']}:{options['port']}"
             schedule = settings.VAR_DIR / "celerybeat-schedule"
             children += [
