@@ -131,6 +131,19 @@ def _profile_of(model: str, resource: str) -> str | None:
     return profile.name if profile is not None else None
 
 
+def device_shapes(sharing: str, model: str, count: int, *, profile: str = "", replicas: int = 1) -> list[PodShape]:
+    """``count`` device-plugin units as engine shapes, GPU part only (no CPU or memory): MIG instances and
+    time-sliced replicas one shape each, whole GPUs one shape for all."""
+    models = frozenset({model}) if model else None
+    if count <= 0:
+        return []
+    if sharing == "mig":
+        return [PodShape(0, 0, 1, MILLI, models, profile)] * count
+    if sharing == "time-sliced":
+        return [PodShape(0, 0, 1, MILLI // max(replicas, 1), models, replica=True)] * count
+    return [PodShape(0, 0, count, MILLI, models)]
+
+
 _router: Router | None = None
 _router_lock = threading.Lock()
 
@@ -225,20 +238,19 @@ class Capacity:
             self.state.mem_free[node] = max(0, int(self.state.mem_free[node]) - host.memory_mib)
 
     def _device_shapes(self, node: int, resource: str, count: int) -> list[PodShape]:
-        """The engine shapes (GPU part only) of ``count`` units of ``resource`` on ``node``."""
+        """The engine shapes (GPU part only) of ``count`` units of ``resource`` held on ``node``."""
         mode = int(self.state.mode[node])
         model = self.state.models[int(self.state.model_idx[node])]
-        if count <= 0 or not model:
+        if not model:
             return []
         if mode == MIG:
             profile = _profile_of(model, resource)
-            return [PodShape(0, 0, 1, MILLI, frozenset({model}), profile)] * count if profile else []
+            return device_shapes("mig", model, count, profile=profile) if profile else []
         if resource != DEVICE_PREFIX + "gpu":
             return []
         if mode == TIME_SLICED:
-            share = MILLI // int(self.state.ts_replicas[node])
-            return [PodShape(0, 0, 1, share, frozenset({model}), replica=True)] * count
-        return [PodShape(0, 0, count, MILLI, frozenset({model}))]
+            return device_shapes("time-sliced", model, count, replicas=int(self.state.ts_replicas[node]))
+        return device_shapes("exclusive", model, count)
 
     def _note(self, shape: PodShape, node: int) -> None:
         """Record ``shape`` on ``node`` in the engine's notional layout, if that layout has room for it."""
@@ -279,20 +291,13 @@ class Capacity:
 
     def _shapes(self, demand: Demand) -> list[PodShape]:
         """One pod of ``demand`` as engine shapes; the first carries the pod's CPU and memory."""
-        cpu, mem = demand.cpu_millis, demand.memory_mib
-        models = frozenset({demand.gpu_model}) if demand.gpu_model else None
         if not demand.resource_name or demand.count == 0:
-            return [PodShape(cpu, mem)]
-        if demand.sharing == "mig" and demand.mig_profile:
-            unit = [PodShape(0, 0, 1, MILLI, models, demand.mig_profile)]
-        elif demand.sharing == "time-sliced":
-            unit = [PodShape(0, 0, 1, MILLI // max(demand.replicas, 1), models, replica=True)]
-        else:
-            return [PodShape(cpu, mem, demand.count, MILLI, models)]
-        first = unit[0]
-        return [PodShape(cpu, mem, 1, first.gpu_milli, models, first.mig_profile, first.replica)] + unit * (
-            demand.count - 1
+            return [PodShape(demand.cpu_millis, demand.memory_mib)]
+        sharing = demand.sharing if demand.mig_profile or demand.sharing != "mig" else "exclusive"
+        first, *rest = device_shapes(
+            sharing, demand.gpu_model, demand.count, profile=demand.mig_profile, replicas=demand.replicas
         )
+        return [replace(first, cpu_milli=demand.cpu_millis, memory_mib=demand.memory_mib), *rest]
 
     def _fallback(self, ok: Mask, demand: Demand) -> int:
         """The admitted node with the least left of what ``demand`` asks for (best fit on the counts)."""
