@@ -15,10 +15,14 @@ from django.db import transaction
 from portal.celery import app
 
 
+def control_queue(queue: str) -> str:
+    return queue + str(settings.CELERY_CONTROL_QUEUE_SUFFIX)
+
+
 def queue_for(task_name: str) -> str:
     """The default queue, or its control queue for the control loops (settings.CELERY_CONTROL_TASKS)."""
     default = str(settings.CELERY_TASK_DEFAULT_QUEUE)
-    return f"{default}.control" if task_name in settings.CELERY_CONTROL_TASKS else default
+    return control_queue(default) if task_name in settings.CELERY_CONTROL_TASKS else default
 
 
 def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:

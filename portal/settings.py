@@ -284,7 +284,10 @@ PLACEMENT_GRACE_SECONDS = env_float("PLACEMENT_GRACE_SECONDS", 10.0, minimum=0.0
 # that they never wait behind a backlog of provisioning tasks (and expire there): a finished job is then
 # noticed, and its quota handed on, within a period even while hundreds of workspaces are being created.
 CELERY_CONTROL_TASKS = ("scheduling.run_cycle", "scheduling.reconcile")
-CELERY_TASK_ROUTES = {name: {"queue": f"{CELERY_TASK_DEFAULT_QUEUE}.control"} for name in CELERY_CONTROL_TASKS}
+CELERY_CONTROL_QUEUE_SUFFIX = ".control"  # the control queue of queue Q is Q + this (portal/queue.py)
+CELERY_TASK_ROUTES = {
+    name: {"queue": CELERY_TASK_DEFAULT_QUEUE + CELERY_CONTROL_QUEUE_SUFFIX} for name in CELERY_CONTROL_TASKS
+}
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {
         "task": "scheduling.run_cycle",

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from portal.queue import control_queue
+
 
 def worker_argv(
     *, schedule: Path, name: str, queue: str | None = None, pool: str = "prefork", concurrency: int = 3,
@@ -21,4 +23,4 @@ def worker_argv(
         "--without-gossip", "--without-mingle", "-n", f"{name}@%h",
     ]  # fmt: skip
     default = queue or str(settings.CELERY_TASK_DEFAULT_QUEUE)
-    return [*argv, "-Q", f"{default},{default}.control"]  # the control loops' queue too (settings.py)
+    return [*argv, "-Q", f"{default},{control_queue(default)}"]

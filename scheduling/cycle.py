@@ -70,8 +70,7 @@ def admit_one(
             return admit_one(workspace, capacity, borrowing=borrowing, ledger=own)
     offering = workspace.offering
     if offering.kind != GpuOffering.Kind.CPU:
-        limits = ledger.limit(workspace.team_id, offering.flavour)
-        ceiling = limits.guaranteed + (limits.borrow_limit if borrowing else Decimal(0))
+        ceiling = ledger.ceiling(workspace.team_id, offering.flavour, borrowing=borrowing)
         if ledger.in_use(workspace.team_id, offering.flavour) + workspace.gpu_equivalents > ceiling:
             set_reason(workspace, _quota_message(workspace, ledger, borrowing=borrowing), source="scheduler")
             return False
@@ -141,8 +140,7 @@ def expire_notices(now: datetime) -> int:
 
 def _quota_message(workspace: Workspace, ledger: Ledger, *, borrowing: bool) -> str:
     offering = workspace.offering
-    limits = ledger.limit(workspace.team_id, offering.flavour)
-    ceiling = limits.guaranteed + (limits.borrow_limit if borrowing else Decimal(0))
+    ceiling = ledger.ceiling(workspace.team_id, offering.flavour, borrowing=borrowing)
     in_use = ledger.in_use(workspace.team_id, offering.flavour)
     kind = "guaranteed and borrowable" if borrowing else "guaranteed"
     return (

@@ -56,6 +56,11 @@ class Ledger:
     def limit(self, team_id: int, flavour: str) -> Limits:
         return self.limits.get((team_id, flavour), NO_QUOTA)
 
+    def ceiling(self, team_id: int, flavour: str, *, borrowing: bool) -> Decimal:
+        """What the team may hold: its guarantee, plus its borrowing limit for work that may borrow."""
+        limits = self.limit(team_id, flavour)
+        return limits.guaranteed + (limits.borrow_limit if borrowing else ZERO)
+
     def in_use(self, team_id: int, flavour: str) -> Decimal:
         return self.used.get((team_id, flavour), ZERO)
 

@@ -116,6 +116,11 @@ def _apply(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterVie
             Workspace.objects.filter(pk=workspace.pk).update(node_name=seen.node)
 
 
+def _standalone(pod: Mapping[str, Any]) -> bool:
+    """A notebook's own pod; a job's pods go with their job."""
+    return not pod.get("metadata", {}).get("ownerReferences")
+
+
 def _refused_long_enough(workspace: Workspace, seen: Observation, now: datetime) -> bool:
     """Whether kube-scheduler has refused the pinned pod for the grace period, timed by the portal's
     clock from the first pass that saw this refusal (the cluster's clock need not agree with ours)."""
@@ -134,7 +139,7 @@ def _unpin(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterVie
     if workspace.kind == Workspace.Kind.JOB and (job := view.jobs.get(workspace.pk)) is not None:
         kube.delete("Job", job["metadata"]["namespace"], job["metadata"]["name"], propagation="Foreground")
     for pod in view.pods.get(workspace.pk, []):
-        if not pod.get("metadata", {}).get("ownerReferences"):
+        if _standalone(pod):
             kube.delete("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])
     node, said = workspace.pinned_node, seen.reason.removeprefix("Waiting for a node: ")
     if transition(
@@ -162,7 +167,7 @@ def _remove_orphans(kube: Kube, view: ClusterView) -> int:
         if wid in wants_pods:
             continue
         for pod in pods:
-            if not pod.get("metadata", {}).get("ownerReferences"):  # job pods go with their job
+            if _standalone(pod):
                 removed += kube.delete("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])
     for wid, job in view.jobs.items():
         if wid not in wants_pods:
