@@ -1,6 +1,6 @@
 """API for quotas, department caps, team policies, member caps, the queue and the audit log.
 
-Reads are scoped by ``portal.access``; every change goes through ``scheduling.quota_actions``, which checks
+Reads are scoped by ``portal.access``; every change goes through ``scheduling.quota.actions``, which checks
 the caller's role and the bounds above it and writes the audit log.
 """
 
@@ -20,9 +20,10 @@ from rest_framework.views import APIView
 
 from portal import access
 from portal.models import AuditEvent, Department
-from scheduling import quota, quota_actions
 from scheduling.models import DepartmentCap, MemberCap, TeamQuota
 from scheduling.queue_view import queue_entries
+from scheduling.quota import actions as quota_actions
+from scheduling.quota import rules as quota
 
 
 def _units(*, allow_null: bool = False) -> serializers.DecimalField:

@@ -106,7 +106,7 @@ class MemberCap(models.Model):
 
 class DecayedUsage(models.Model):
     """A team's time-decayed use of one flavour, the fair-share input of queue ordering, carried from one
-    scheduling cycle to the next (``scheduling/decayed_usage.py``). In admission units (thousandths of a
+    scheduling cycle to the next (``scheduling/quota/fair_share.py``). In admission units (thousandths of a
     GPU-equivalent)."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="decayed_usage")

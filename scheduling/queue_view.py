@@ -12,7 +12,8 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
-from scheduling import quota, services
+from scheduling import services
+from scheduling.quota import rules as quota
 from workspaces.deadlines import workspace_deadline
 from workspaces.models import GpuOffering, Workspace
 

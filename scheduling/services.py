@@ -13,12 +13,12 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 
+from scheduling.demand import spec_for
 from scheduling.inventory import Capacity, Demand
 from scheduling.kube import names
 from scheduling.kube.calls import KubeError
 from scheduling.kube.client import KubeNotConfigured, api_client, kube
-from scheduling.provisioning import notebook_base_url
-from scheduling.specs import spec_for
+from scheduling.loops.provisioning import notebook_base_url
 from workspaces.models import GpuOffering, Workspace
 
 log = logging.getLogger(__name__)

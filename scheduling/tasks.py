@@ -7,10 +7,10 @@ from typing import Any
 from celery import shared_task
 
 from portal.queue import enqueue_coalesced, mark_started
-from scheduling import cycle, provisioning, reconcile
 from scheduling.kube.calls import TransientKubeError
 from scheduling.kube.client import kube
-from scheduling.locks import single_flight
+from scheduling.loops import cycle, provisioning, reconcile
+from scheduling.loops.locks import single_flight
 
 # Transient cluster errors (timeouts, 5xx, 429) retry with exponential backoff; anything else is a bug
 # or a permanent refusal and must surface, not loop.

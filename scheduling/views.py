@@ -20,11 +20,13 @@ from django.utils.dateparse import parse_datetime
 from portal import access
 from portal.http import AuthenticatedRequest
 from portal.models import Team
-from scheduling import charts, quota, quota_actions, workloads
+from scheduling import charts, workloads
 from scheduling.kube.calls import KubeError
 from scheduling.kube.client import KubeNotConfigured, kube
 from scheduling.models import DepartmentCap, MemberCap, TeamQuota
 from scheduling.queue_view import queue_entries
+from scheduling.quota import actions as quota_actions
+from scheduling.quota import rules as quota
 from workspaces.models import GpuOffering, Workspace
 
 

@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from portal.queue import enqueue, enqueue_coalesced
-from scheduling import quota
+from scheduling.quota import rules as quota
 from workspaces import policy
 from workspaces.models import GpuOffering, Workspace
 from workspaces.transitions import State, note, transition

@@ -8,7 +8,7 @@ from typing import Any
 from rest_framework import serializers
 
 from portal.models import Membership, Team
-from scheduling import quota
+from scheduling.quota import rules as quota
 from workspaces import policy
 from workspaces.deadlines import workspace_deadline
 from workspaces.models import AllowedRegistry, GpuOffering, Image, Workspace, WorkspaceEvent

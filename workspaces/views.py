@@ -14,7 +14,8 @@ from django.views.decorators.http import require_POST
 
 from portal.http import AuthenticatedRequest
 from portal.models import Membership
-from scheduling import quota, services
+from scheduling import services
+from scheduling.quota import rules as quota
 from workspaces import access, actions, policy
 from workspaces.models import GpuOffering, Image, Workspace
 from workspaces.serializers import WorkspaceRequestSerializer

@@ -3,9 +3,11 @@ import json
 import numpy as np
 import pytest
 
-from scheduling.engine import bench, mig_bench, trace, whatif
+from scheduling.benchmarks import mig as mig_bench
+from scheduling.benchmarks import placement as bench
 from scheduling.engine.policies import make_policy
 from scheduling.engine.shapes import PodShape
+from scheduling.planning import trace, whatif
 from tests.engine.helpers import write_nodes, write_pods
 
 NODES = [

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduling.engine import queue_bench
-from scheduling.engine.queue_sim import SimConfig, expand, load_scenario, parse_quantity, parse_scenario, simulate
+from scheduling.benchmarks import queue as queue_bench
+from scheduling.benchmarks.queue_sim import SimConfig, expand, load_scenario, parse_quantity, parse_scenario, simulate
 
 
 def scenario(text: str):

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
+from scheduling.benchmarks.replay import RunResult, replay
 from scheduling.engine.policies.simple import FirstFit
-from scheduling.engine.simulate import RunResult, replay
 from tests.engine.helpers import cluster, share, whole
 
 

@@ -1,7 +1,7 @@
 from collections import Counter
 
-from scheduling.engine import trace
 from scheduling.engine.shapes import PodShape
+from scheduling.planning import trace
 from tests.engine.helpers import write_nodes, write_pods
 
 

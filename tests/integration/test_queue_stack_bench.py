@@ -10,10 +10,8 @@ import yaml
 from django.conf import settings
 from django.db import connection
 
-from scheduling.engine.queue_sim import load_scenario
-from scheduling.engine.quota import UNIT
-from scheduling.specs import SIM_DURATION_ENV
-from scheduling.stack_queue_bench import (
+from scheduling.benchmarks.queue_sim import load_scenario
+from scheduling.benchmarks.stack_queue import (
     USER,
     StackConfig,
     clock_speed,
@@ -25,6 +23,8 @@ from scheduling.stack_queue_bench import (
     scale_scenario,
     to_json,
 )
+from scheduling.demand import SIM_DURATION_ENV
+from scheduling.engine.quota import UNIT
 from workspaces.models import Workspace
 
 NOMINAL, BORROW = 4, 8

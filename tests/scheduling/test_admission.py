@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 from django.db import connection, connections
 
-from scheduling.cycle import admit_one
 from scheduling.inventory import Capacity
+from scheduling.loops.cycle import admit_one
 from tests.catalogue import demo_nodes, install_offerings, set_quota
 from tests.conftest import Org
 from workspaces.models import GpuOffering, Workspace

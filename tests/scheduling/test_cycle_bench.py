@@ -9,7 +9,7 @@ import pytest
 
 from portal.celery import app
 from portal.models import Department, Team, User
-from scheduling.cycle_bench import (
+from scheduling.benchmarks.cycle import (
     BenchError,
     Scenario,
     run_benchmark,

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from scheduling import decayed_usage
-from scheduling.cycle import run_cycle
 from scheduling.engine.quota import Kind, Workload
 from scheduling.kube.client import kube
+from scheduling.loops.cycle import run_cycle
 from scheduling.models import DecayedUsage, TeamQuota
+from scheduling.quota import fair_share as decayed_usage
 from tests import factories
 from tests.catalogue import install_offerings
 from tests.conftest import Org

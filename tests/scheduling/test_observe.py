@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduling.observe import observe_job, observe_pod
+from scheduling.loops.observe import observe_job, observe_pod
 
 
 def pod(phase: str, node: str = "gpu-a100-0", **status: Any) -> dict[str, Any]:

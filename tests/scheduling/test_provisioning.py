@@ -11,9 +11,10 @@ import pytest
 from django.utils import timezone
 from kubernetes import client
 
-from scheduling import priorities, provisioning, reconcile
+from scheduling import priorities
 from scheduling.kube import names
 from scheduling.kube.calls import Kube, TransientKubeError
+from scheduling.loops import provisioning, reconcile
 from scheduling.simcluster.testing import SimCluster
 from tests.catalogue import install_offerings
 from tests.conftest import Org

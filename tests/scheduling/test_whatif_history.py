@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from scheduling import history
+from scheduling.planning import history
 from tests.catalogue import demo_nodes, install_offerings
 from tests.conftest import Org
 from tests.scheduling.test_admission import make_workspace

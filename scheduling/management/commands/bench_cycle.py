@@ -1,5 +1,5 @@
 """Benchmark: wall time, SQL queries and API calls of one scheduling cycle with many queued requests on a
-large simulated cluster (issue #6). The scenario and what is timed: ``scheduling/cycle_bench.py``.
+large simulated cluster (issue #6). The scenario and what is timed: ``scheduling/benchmarks/cycle.py``.
 
 Give it a database of its own, so that no other queue is admitted with the benchmark's and no test run
 meets its rows::
@@ -19,7 +19,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduling.cycle_bench import BenchError, CycleFigures, Report, Scenario, run_benchmark
+from scheduling.benchmarks.cycle import BenchError, CycleFigures, Report, Scenario, run_benchmark
 
 
 class Command(BaseCommand):

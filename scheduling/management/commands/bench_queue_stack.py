@@ -5,7 +5,7 @@ as child processes, creates the scenario's teams, quotas and workspaces (trainin
 waits until every job has run, prints Kueue's five figures beside Kueue's averages plus admissions per
 second, preemptions and where the CPU time went, and removes what it created. Needs PostgreSQL and Redis
 (DATABASE_URL, REDIS_URL), a migrated database of its own (it refuses one with other queued or running
-workspaces, which its worker would act on). See ``scheduling/stack_queue_bench.py`` for the mapping and
+workspaces, which its worker would act on). See ``scheduling/benchmarks/stack_queue.py`` for the mapping and
 the definitions.
 
     manage.py bench_queue_stack --scale 0.02        # a fiftieth of every stream: 300 workloads
@@ -22,8 +22,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
-from scheduling.engine.queue_sim import DEFAULT_SCENARIO
-from scheduling.stack_queue_bench import StackConfig, report_lines, run, to_json
+from scheduling.benchmarks.queue_sim import DEFAULT_SCENARIO
+from scheduling.benchmarks.stack_queue import StackConfig, report_lines, run, to_json
 
 
 class Command(BaseCommand):

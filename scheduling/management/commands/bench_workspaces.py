@@ -21,7 +21,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from portal.models import Department, Membership, Team, User
-from scheduling.benchstack import cluster_file, start_worker, whole_gpu_offering
+from scheduling.benchmarks.stack import cluster_file, start_worker, whole_gpu_offering
 from scheduling.kube.client import reset_client
 from scheduling.models import TeamQuota
 from scheduling.simcluster.controllers import Timings

@@ -13,10 +13,10 @@ import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from scheduling import history
-from scheduling.engine import gpus, whatif
+from scheduling.engine import gpus
 from scheduling.engine.policies import POLICIES, make_policy
 from scheduling.kube.client import kube
+from scheduling.planning import history, whatif
 from workspaces.models import Workspace
 
 

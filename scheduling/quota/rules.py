@@ -1,5 +1,5 @@
 """Team quota for pages and request checks: what a team is guaranteed per GPU flavour, may borrow, and
-uses. The scheduling cycle reads the same numbers in bulk, under lock, through ``scheduling/ledger.py``.
+uses. The scheduling cycle reads the same numbers in bulk, under lock, through ``scheduling/quota/snapshot.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What-if: replay a pod list on a described cluster and report how much of it would be allocated.
 
-    python -m scheduling.engine.whatif --variant default --add 2x8xH100-80GB-HBM3
-    python -m scheduling.engine.whatif --pods pods.csv --nodes nodes.csv \\
+    python -m scheduling.planning.whatif --variant default --add 2x8xH100-80GB-HBM3
+    python -m scheduling.planning.whatif --pods pods.csv --nodes nodes.csv \\
         --mig node=openb-node-0227,config=all-1g.10gb --policy ours
 
 Choices, kept simple and stated so the answer can be judged:
@@ -36,11 +36,12 @@ from pathlib import Path
 
 import numpy as np
 
-from scheduling.engine import gpus, trace
+from scheduling.engine import gpus
 from scheduling.engine.policies import POLICIES, make_policy
 from scheduling.engine.policies.base import Policy
 from scheduling.engine.shapes import MILLI, Placement, PodShape
 from scheduling.engine.state import EXCLUSIVE, MIG, ClusterState, build_state
+from scheduling.planning import trace
 
 DEFAULT_CPU_PER_GPU = 16_000
 DEFAULT_MIB_PER_GPU = 128 * 1024
@@ -264,7 +265,7 @@ def report(state: ClusterState, out: Outcome) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m scheduling.engine.whatif", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m scheduling.planning.whatif", description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", type=Path, default=trace.DEFAULT_NODES)
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--pods", type=Path)

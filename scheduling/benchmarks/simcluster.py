@@ -1,4 +1,4 @@
-"""`python -m scheduling.simcluster.bench --nodes 1000 --pods 10000`: how many pod create + schedule +
+"""`python -m scheduling.benchmarks.simcluster --nodes 1000 --pods 10000`: how many pod create + schedule +
 run cycles per second the simulated cluster sustains.
 
 It writes a cluster file of the requested size (half 8 x H100 nodes, half CPU nodes), starts the server
@@ -99,7 +99,7 @@ def _not_running(v1: client.CoreV1Api) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m scheduling.simcluster.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m scheduling.benchmarks.simcluster", description=__doc__)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=10000)
     parser.add_argument("--threads", type=int, default=8)

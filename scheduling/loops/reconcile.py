@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from portal.queue import enqueue, enqueue_coalesced
 from scheduling.kube.calls import Kube
-from scheduling.observe import Observation, observe_job, observe_pod
+from scheduling.loops.observe import Observation, observe_job, observe_pod
 from workspaces.deadlines import workspace_deadline
 from workspaces.models import Workspace
 from workspaces.transitions import State, set_reason, transition

@@ -13,10 +13,10 @@ from typing import Any
 from django.conf import settings
 
 from scheduling import priorities
+from scheduling.demand import spec_for
 from scheduling.kube import manifests, names
 from scheduling.kube.calls import Kube, PermanentKubeError
 from scheduling.kube.spec import WorkspaceSpec
-from scheduling.specs import spec_for
 from workspaces.models import Workspace
 from workspaces.tokens import jupyter_token
 from workspaces.transitions import State, transition

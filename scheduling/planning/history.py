@@ -1,5 +1,5 @@
 """The portal's own request history and the live cluster, in the what-if replay's terms
-(:mod:`scheduling.engine.whatif`), for capacity planning from real demand.
+(:mod:`scheduling.planning.whatif`), for capacity planning from real demand.
 
 Each started workspace becomes one pod row per worker (a MIG request of ``n`` slices: ``n`` single-slice
 rows), arriving when it was requested, placed no earlier than it started, and living until it finished
@@ -13,10 +13,11 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from scheduling.engine import gpus, trace
+from scheduling.engine import gpus
 from scheduling.engine.shapes import MILLI, PodShape
 from scheduling.engine.state import MIG
 from scheduling.inventory import Capacity
+from scheduling.planning import trace
 from workspaces.models import GpuOffering, Workspace
 
 MIG_CONFIG = "nvidia.com/mig.config"

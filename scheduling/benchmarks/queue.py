@@ -1,11 +1,11 @@
 """Queue benchmark, engine-alone mode (``shared/benchmarks/QUEUE.md``).
 
-    python -m scheduling.engine.queue_bench                      # Kueue's baseline scenario
-    python -m scheduling.engine.queue_bench --scenario my.yaml --json
-    python -m scheduling.engine.queue_bench --decide-timing      # one cycle, 1,000 queued x 1,000 running
+    python -m scheduling.benchmarks.queue                      # Kueue's baseline scenario
+    python -m scheduling.benchmarks.queue --scenario my.yaml --json
+    python -m scheduling.benchmarks.queue --decide-timing      # one cycle, 1,000 queued x 1,000 running
 
 Replays the scenario in simulated time through :func:`scheduling.engine.admission.decide` (see
-:mod:`scheduling.engine.queue_sim` for the event model and the exact figure definitions) and prints
+:mod:`scheduling.benchmarks.queue_sim` for the event model and the exact figure definitions) and prints
 Kueue's five figures beside Kueue's published averages, plus admissions per second of simulated and of
 CPU time, preemptions and the CPU time the replay took.
 """
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from scheduling.benchmarks.queue_sim import DEFAULT_SCENARIO, SimConfig, SimResult, load_scenario, simulate
 from scheduling.engine.admission import AdmissionState, Strategy, decide
-from scheduling.engine.queue_sim import DEFAULT_SCENARIO, SimConfig, SimResult, load_scenario, simulate
 from scheduling.engine.quota import UNIT, Kind, QuotaConfig, TeamQuota, Workload
 
 # QUEUE.md: averages of five runs of Kueue's minimal scheduler on the baseline scenario.
@@ -109,7 +109,7 @@ def print_report(r: SimResult, scenario: Path) -> None:
 def timing_case(pending: int = 1000, admitted: int = 1000, seed: int = 0) -> tuple[AdmissionState, list[Workload]]:
     """A busy cluster: 30 teams in 5 departments on two flavours, ~``admitted`` workloads running
     (borrowing included), ``pending`` more queued with mixed sizes, priorities and kinds."""
-    rng = random.Random(seed)  # noqa: S311 - a reproducible test case, not a secret
+    rng = random.Random(seed)
     teams = [f"team-{i}" for i in range(30)]
     flavours = ("H100", "A100")
     quotas = {(t, f): TeamQuota(20 * UNIT, 40 * UNIT) for t in teams for f in flavours}

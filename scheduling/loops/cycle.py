@@ -17,13 +17,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.queue import enqueue
-from scheduling import decayed_usage, workloads
+from scheduling import workloads
+from scheduling.demand import SHARING
 from scheduling.engine.admission import AdmissionState, Preempt, Wait, WaitReason, decide
 from scheduling.inventory import Capacity, Demand
 from scheduling.kube.calls import Kube
-from scheduling.ledger import Ledger
-from scheduling.locks import single_flight
-from scheduling.specs import SHARING
+from scheduling.loops.locks import single_flight
+from scheduling.quota import fair_share as decayed_usage
+from scheduling.quota.snapshot import Ledger
 from workspaces.models import GpuOffering, Workspace
 from workspaces.transitions import State, note, set_reason, transition
 

@@ -15,7 +15,7 @@ from decimal import Decimal
 from django.db.models import Sum
 
 from scheduling.models import MemberCap, TeamQuota
-from scheduling.quota import Limits
+from scheduling.quota.rules import Limits
 from workspaces.models import Workspace
 
 ZERO = Decimal(0)

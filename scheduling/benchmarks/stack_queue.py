@@ -1,7 +1,7 @@
 """Queue benchmark, full-stack mode (``shared/benchmarks/QUEUE.md``): Kueue's baseline scenario in real time
 through Django, PostgreSQL, Redis, a real Celery worker with beat and the simulated cluster.
 
-``manage.py bench_queue_stack`` runs it; ``python -m scheduling.engine.queue_bench`` is the engine-alone mode
+``manage.py bench_queue_stack`` runs it; ``python -m scheduling.benchmarks.queue`` is the engine-alone mode
 on the same scenario file. How the scenario maps onto the portal:
 
 - a cohort is a department, a queue a team with a ``TeamQuota`` of the one GPU flavour (whole H100s):
@@ -54,10 +54,9 @@ from django.db.models import Count
 from django.utils import timezone
 
 from portal.models import Department, Membership, Team, User
-from scheduling import benchstack
-from scheduling.engine.admission import DEFAULT_POLICY
-from scheduling.engine.queue_bench import KUEUE, KUEUE_ADMISSIONS_PER_S, figures, rows
-from scheduling.engine.queue_sim import (
+from scheduling.benchmarks import stack as benchstack
+from scheduling.benchmarks.queue import KUEUE, KUEUE_ADMISSIONS_PER_S, figures, rows
+from scheduling.benchmarks.queue_sim import (
     DEFAULT_SCENARIO,
     Arrival,
     Expanded,
@@ -66,10 +65,11 @@ from scheduling.engine.queue_sim import (
     expand,
     load_scenario,
 )
+from scheduling.demand import SIM_DURATION_ENV
+from scheduling.engine.admission import DEFAULT_POLICY
 from scheduling.engine.quota import UNIT, Kind
 from scheduling.kube.client import reset_client
 from scheduling.models import TeamQuota
-from scheduling.specs import SIM_DURATION_ENV
 from workspaces import actions
 from workspaces.models import GpuOffering, Workspace, WorkspaceEvent
 

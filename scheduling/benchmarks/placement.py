@@ -1,8 +1,8 @@
 """Placement benchmark on the Alibaba GPU-sharing trace (``shared/benchmarks/PLACEMENT.md``).
 
-    python -m scheduling.engine.bench --variant default --policies bestfit,fgd,ours --seeds 42-51
-    python -m scheduling.engine.bench --variant all --json results.json
-    python -m scheduling.engine.bench --variant default --mig        # MIG slots vs fractional sharing
+    python -m scheduling.benchmarks.placement --variant default --policies bestfit,fgd,ours --seeds 42-51
+    python -m scheduling.benchmarks.placement --variant all --json results.json
+    python -m scheduling.benchmarks.placement --variant default --mig        # MIG slots vs fractional sharing
 
 Per policy and variant it prints the mean and per-seed unallocated GPU % at 100% arrived, wall time and
 time per placement decision (median, p95), the published mean for reference, and for several variants
@@ -23,11 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from scheduling.engine import mig_bench, trace
+from scheduling.benchmarks import mig as mig_bench
+from scheduling.benchmarks.replay import replay
 from scheduling.engine.fragmentation import FragIndex, fragmentation_ratio, typical_shapes
 from scheduling.engine.policies import POLICIES, make_policy
 from scheduling.engine.shapes import PodShape
-from scheduling.engine.simulate import replay
+from scheduling.planning import trace
 
 # PLACEMENT.md, mean of seeds 42-51, unallocated GPU % at 100% arrived.
 PUBLISHED: dict[str, dict[str, float]] = {
@@ -164,7 +165,7 @@ def resolve_variants(spec: str) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m scheduling.engine.bench", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m scheduling.benchmarks.placement", description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", type=Path, default=trace.DEFAULT_NODES, help="node CSV (default: trace's GPU nodes)")
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--pods", type=Path, help="pod CSV")

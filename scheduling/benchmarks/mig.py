@@ -1,4 +1,4 @@
-"""MIG variant of the placement benchmark (``python -m scheduling.engine.bench --mig``).
+"""MIG variant of the placement benchmark (``python -m scheduling.benchmarks.placement --mig``).
 
 The question: on the same pods, how much GPU does MIG's slot geometry cost compared with fractional
 sharing (time-slicing with a share-aware scheduler, the trace's own model)?
@@ -30,13 +30,14 @@ from pathlib import Path
 
 import numpy as np
 
-from scheduling.engine import gpus, mig, trace
+from scheduling.benchmarks.replay import RunResult, replay
+from scheduling.engine import gpus, mig
 from scheduling.engine.mig_placement import MigPlacer, mig_fragmentation
 from scheduling.engine.policies import make_policy
 from scheduling.engine.policies.router import Router
 from scheduling.engine.shapes import MILLI, PodShape
-from scheduling.engine.simulate import RunResult, replay
 from scheduling.engine.state import MIG, build_state
+from scheduling.planning import trace
 
 BIG_NODE_MODEL = "H100-80GB-HBM3"
 SMALL_NODE_MODEL = "A100-SXM4-80GB"

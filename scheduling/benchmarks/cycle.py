@@ -44,16 +44,16 @@ from django.utils import timezone
 
 from portal.celery import app
 from portal.models import Department, Membership, Team, User
-from scheduling.cycle import run_cycle
+from scheduling.demand import spec_for
 from scheduling.discovery import PRODUCT, propose_offerings
 from scheduling.engine import gpus
 from scheduling.kube import manifests, names
 from scheduling.kube.calls import Kube, Objects
 from scheduling.kube.client import kube, reset_client
+from scheduling.loops.cycle import run_cycle
 from scheduling.models import TeamQuota
 from scheduling.simcluster.controllers import Timings
 from scheduling.simcluster.testing import SimCluster, running_simcluster
-from scheduling.specs import spec_for
 from workspaces.models import GpuOffering, Workspace
 
 PREFIX = "bc"  # every department, team, user and offering of the benchmark; cleanup finds them by it
@@ -376,7 +376,7 @@ def _install_offerings(nodes: Objects) -> list[GpuOffering]:
 
 
 def build_world(nodes: Objects, scenario: Scenario) -> World:
-    rng = random.Random(scenario.seed)  # noqa: S311 - a reproducible scenario, not a secret
+    rng = random.Random(scenario.seed)
     departments = Department.objects.bulk_create(
         Department(name=f"Bench cycle {name}", slug=f"{PREFIX}-{name}", cost_centre=f"BC-{i}")
         for i, name in enumerate(("research", "engineering", "applied"))
