@@ -9,7 +9,8 @@ from typing import Any
 from portal.models import Team
 from scheduling.discovery import propose_offerings
 from scheduling.models import TeamQuota
-from scheduling.simcluster.nodes import build_cluster_nodes, default_cluster_file, load_cluster_file
+from scheduling.simcluster.node_objects import build_cluster_nodes
+from scheduling.simcluster.nodes import default_cluster_file, load_cluster_file
 from workspaces.models import AllowedRegistry, GpuOffering, Image
 
 

@@ -1,27 +1,21 @@
 """The API server's semantics, independent of HTTP: create, get, list, update, patch, delete and watch
 with the real conventions (uids, generateName, resourceVersion and optimistic concurrency, status
 subresources, finalizers, graceful pod deletion, garbage collection through ownerReferences, namespace
-termination), plus the small interface the controllers write through."""
+termination), plus the small interface the controllers write through.
+
+Reads live in :mod:`~scheduling.simcluster.api_reads`, deletion in :mod:`~scheduling.simcluster.api_deletion`;
+:class:`Cluster` adds creation, updates and patches, the controllers' writes, Events and bootstrap."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import random
-import threading
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import yaml
 
 from scheduling.simcluster import events as event_shapes
 from scheduling.simcluster import patch as patches
-from scheduling.simcluster import selectors
-from scheduling.simcluster.clock import SimClock, rfc3339
+from scheduling.simcluster.api_deletion import TERMINAL_PHASES, ClusterDeletion, DeleteOptions
 from scheduling.simcluster.errors import (
     ApiError,
     already_exists,
@@ -34,179 +28,17 @@ from scheduling.simcluster.errors import (
 )
 from scheduling.simcluster.kinds import SYSTEM_PRIORITY_CLASSES, kind_for
 from scheduling.simcluster.patch import clone
-from scheduling.simcluster.resources import NAMESPACES, PRIORITY_CLASSES, RESOURCES, SERVICES, ResourceType
-from scheduling.simcluster.store import Store, TooOld, Watcher
+from scheduling.simcluster.resources import NAMESPACES, PRIORITY_CLASSES, SERVICES, ResourceType
 from scheduling.simcluster.validation import check_schema, metadata_causes
 
 JSON = dict[str, Any]
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-_NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's SimpleNameGenerator
-TERMINAL_PHASES = ("Succeeded", "Failed")
 MAX_EVENTS = 50_000  # beyond this the oldest half goes, standing in for the real one-hour event TTL
 
 
-@dataclass(frozen=True)
-class DeleteOptions:
-    grace_period_seconds: int | None = None
-    propagation: str | None = None  # Background, Foreground, Orphan; None: the resource's default
-    uid: str | None = None
-    resource_version: str | None = None
-    dry_run: bool = False
-
-    @classmethod
-    def parse(cls, body: JSON | None, query: dict[str, str]) -> DeleteOptions:
-        body = body or {}
-        grace = body.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
-        propagation = body.get("propagationPolicy") or query.get("propagationPolicy")
-        orphan = body.get("orphanDependents", query.get("orphanDependents"))
-        if propagation is None and orphan is not None:
-            propagation = "Orphan" if str(orphan).lower() == "true" else "Background"
-        if propagation not in (None, "Background", "Foreground", "Orphan"):
-            raise bad_request(f'propagationPolicy: Unsupported value: "{propagation}"')
-        pre = body.get("preconditions") or {}
-        dry = body.get("dryRun") or ([query["dryRun"]] if "dryRun" in query else [])
-        return cls(
-            None if grace is None else int(grace),
-            propagation,
-            pre.get("uid"),
-            pre.get("resourceVersion"),
-            bool(dry),
-        )
-
-
-class Cluster:
-    def __init__(self, *, clock: SimClock, seed: int = 0, store: Store | None = None) -> None:
-        self.clock = clock
-        self.store = store or Store()
-        self.rng = random.Random(seed)  # noqa: S311 - reproducible names and uids, not secrets
-        self._rng_lock = threading.Lock()
-        self._next_service_ip = 10
-        self._event_names: dict[tuple[str, str, str, str], tuple[str, str]] = {}
-        self._event_clock = 0
-
-    # -- small services ---------------------------------------------------------------------------
-
-    def now_text(self) -> str:
-        return rfc3339(self.clock.now())
-
-    def new_uid(self) -> str:
-        with self._rng_lock:
-            return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
-
-    def random_suffix(self, length: int = 5) -> str:
-        with self._rng_lock:
-            return "".join(self.rng.choice(_NAME_SUFFIX_ALPHABET) for _ in range(length))
-
-    def allocate_service_ip(self) -> str:
-        with self.store.lock:
-            n = self._next_service_ip
-            self._next_service_ip += 1
-        return f"10.96.{n // 250}.{n % 250 + 1}"
-
-    def list_objects(self, store_key: str, namespace: str | None = None) -> list[JSON]:
-        return self.store.all(store_key, namespace)
-
-    def get_object(self, store_key: str, namespace: str, name: str) -> JSON | None:
-        return self.store.get(store_key, namespace, name)
-
-    # -- presentation -----------------------------------------------------------------------------
-
-    @staticmethod
-    def present(rtype: ResourceType, obj: JSON) -> JSON:
-        """The object as this group/version shows it (events.k8s.io reads core Events)."""
-        if rtype.group == "events.k8s.io":
-            return event_shapes.to_events_v1(obj)
-        return obj
-
-    # -- reads ------------------------------------------------------------------------------------
-
-    def get(self, rtype: ResourceType, namespace: str, name: str) -> JSON:
-        obj = self.store.get(rtype.store_key, namespace, name)
-        if obj is None:
-            raise not_found(rtype.plural, name, rtype.group)
-        return self.present(rtype, obj)
-
-    def matcher(self, rtype: ResourceType, label_selector: str, field_selector: str) -> Callable[[JSON], bool]:
-        try:
-            requirements = selectors.parse_label_selector(label_selector or "")
-            selectors.check_field_selector(field_selector or "", rtype.store_key)
-            terms = selectors.parse_field_selector(field_selector or "")
-        except selectors.SelectorError as exc:
-            raise bad_request(str(exc)) from exc
-        getters = selectors.selectable_fields(rtype.store_key)
-
-        def matches(obj: JSON) -> bool:
-            labels = obj["metadata"].get("labels") or {}
-            return all(r.matches(labels) for r in requirements) and all(
-                (getters[t.field](obj) == t.value) == (t.operator == "=") for t in terms
-            )
-
-        return matches
-
-    def select(
-        self,
-        rtype: ResourceType,
-        namespace: str | None,
-        *,
-        label_selector: str = "",
-        field_selector: str = "",
-        limit: int = 0,
-        continue_token: str = "",
-    ) -> tuple[list[JSON], JSON]:
-        """Matching objects and the list metadata (resourceVersion, continue, remainingItemCount)."""
-        matches = self.matcher(rtype, label_selector, field_selector)
-        with self.store.lock:
-            rv = self.store.resource_version
-            objects = self.store.all(rtype.store_key, namespace)
-        start_after = ""
-        if continue_token:
-            try:
-                token = json.loads(base64.urlsafe_b64decode(continue_token.encode()))
-                start_after = token["start"]
-            except (ValueError, KeyError, binascii.Error) as exc:
-                raise bad_request(f"continue key is not valid: {exc}") from exc
-        items: list[JSON] = []
-        remaining = 0
-        next_token = ""
-        for obj in objects:
-            key = f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
-            if start_after and key <= start_after:
-                continue
-            if not matches(obj):
-                continue
-            if limit and len(items) >= limit:
-                remaining += 1
-                continue
-            items.append(self.present(rtype, obj))
-            if limit and len(items) == limit:
-                next_token = base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": key}).encode()).decode()
-        meta: JSON = {"resourceVersion": str(rv)}
-        if remaining:
-            meta["continue"] = next_token
-            meta["remainingItemCount"] = remaining
-        return items, meta
-
-    def watch(
-        self,
-        rtype: ResourceType,
-        namespace: str | None,
-        *,
-        label_selector: str = "",
-        field_selector: str = "",
-        resource_version: str = "",
-    ) -> Watcher:
-        matches = self.matcher(rtype, label_selector, field_selector)
-        since: int | None = None
-        if resource_version not in ("", "0"):
-            try:
-                since = int(resource_version)
-            except ValueError as exc:
-                raise bad_request(f'invalid resource version "{resource_version}"') from exc
-        try:
-            return self.store.watch(rtype.store_key, namespace, matches, since)
-        except TooOld as exc:
-            raise ApiError(410, "Expired", str(exc)) from exc
+class Cluster(ClusterDeletion):
+    """The simulated API server: reads and deletion from its bases, every other write here."""
 
     # -- create -----------------------------------------------------------------------------------
 
@@ -398,178 +230,6 @@ class Cluster:
             return self.present(rtype, self._remove(rtype.store_key, new, "Background"))
         return self.present(rtype, self.store.put(rtype.store_key, new, created=False))
 
-    # -- delete -----------------------------------------------------------------------------------
-
-    def delete(self, rtype: ResourceType, namespace: str, name: str, options: DeleteOptions) -> JSON:
-        with self.store.lock:
-            obj = self.store.get(rtype.store_key, namespace, name)
-            if obj is None:
-                raise not_found(rtype.plural, name, rtype.group)
-            meta = obj["metadata"]
-            if options.uid and options.uid != meta["uid"]:
-                raise conflict(rtype.plural, name, rtype.group)
-            if options.resource_version and options.resource_version != meta["resourceVersion"]:
-                raise conflict(rtype.plural, name, rtype.group)
-            if options.dry_run:
-                return self.present(rtype, obj)
-            policy = options.propagation or ("Orphan" if rtype.store_key == "jobs" else "Background")
-            if rtype.store_key == "namespaces":
-                return self._terminate_namespace(obj)
-            if rtype.store_key == "pods":
-                grace = self._grace_period(obj, options.grace_period_seconds)
-                if grace > 0:
-                    return self._begin_pod_termination(obj, grace)
-            if meta.get("finalizers") or policy == "Foreground":
-                return self._mark_deleting(rtype, obj, policy)
-            removed = self._remove(rtype.store_key, obj, policy)
-            if rtype.store_key == "pods":
-                return removed
-            return {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "details": {"name": name, "group": rtype.group, "kind": rtype.plural, "uid": meta["uid"]},
-            }
-
-    def delete_collection(
-        self,
-        rtype: ResourceType,
-        namespace: str | None,
-        options: DeleteOptions,
-        *,
-        label_selector: str = "",
-        field_selector: str = "",
-    ) -> JSON:
-        items, meta = self.select(rtype, namespace, label_selector=label_selector, field_selector=field_selector)
-        for item in items:
-            try:
-                self.delete(rtype, item["metadata"].get("namespace", ""), item["metadata"]["name"], options)
-            except ApiError as exc:
-                if exc.code != 404:
-                    raise
-        return {"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": meta, "items": items}
-
-    @staticmethod
-    def _grace_period(pod: JSON, requested: int | None) -> int:
-        if not pod["spec"].get("nodeName") or pod.get("status", {}).get("phase") in TERMINAL_PHASES:
-            return 0  # nothing runs, so nothing needs time to stop
-        if requested is not None:
-            return max(requested, 0)
-        return int(pod["spec"].get("terminationGracePeriodSeconds", 30))
-
-    def _begin_pod_termination(self, pod: JSON, grace: int) -> JSON:
-        meta = pod["metadata"]
-        # A second delete may only shorten the grace period.
-        if meta.get("deletionTimestamp") and grace >= meta.get("deletionGracePeriodSeconds", grace):
-            return pod
-        deadline = self.clock.now() + timedelta(seconds=grace)
-        new = {
-            **pod,
-            "metadata": {**meta, "deletionTimestamp": rfc3339(deadline), "deletionGracePeriodSeconds": grace},
-        }
-        return self.store.put("pods", new, created=False)
-
-    def _mark_deleting(self, rtype: ResourceType, obj: JSON, policy: str) -> JSON:
-        meta = dict(obj["metadata"])
-        if not meta.get("deletionTimestamp"):
-            meta["deletionTimestamp"] = self.now_text()
-            meta["deletionGracePeriodSeconds"] = 0
-        if policy == "Foreground":
-            meta["finalizers"] = [*meta.get("finalizers", []), "foregroundDeletion"]
-            meta["finalizers"] = list(dict.fromkeys(meta["finalizers"]))
-        stored = self.store.put(rtype.store_key, {**obj, "metadata": meta}, created=False)
-        if policy == "Foreground":
-            self._collect_dependents(meta["uid"], "Background")
-            self.finish_foreground(rtype.store_key, stored)
-        return self.present(rtype, self.store.get(rtype.store_key, meta.get("namespace", ""), meta["name"]) or stored)
-
-    def finish_foreground(self, store_key: str, obj: JSON) -> None:
-        """Drop the foregroundDeletion finalizer once no dependents are left (the garbage collector's job)."""
-        meta = obj["metadata"]
-        if "foregroundDeletion" not in meta.get("finalizers", []) or self.store.dependents(meta["uid"]):
-            return
-        finalizers = [f for f in meta["finalizers"] if f != "foregroundDeletion"]
-        if finalizers:
-            self.store.put(store_key, {**obj, "metadata": {**meta, "finalizers": finalizers}}, created=False)
-        else:
-            self._remove(store_key, obj, "Background")
-
-    def _remove(self, store_key: str, obj: JSON, policy: str) -> JSON:
-        meta = obj["metadata"]
-        removed = self.store.remove(store_key, meta.get("namespace", ""), meta["name"]) or obj
-        self._collect_dependents(meta["uid"], policy)
-        return removed
-
-    def _collect_dependents(self, owner_uid: str, policy: str) -> None:
-        for store_key, namespace, name in self.store.dependents(owner_uid):
-            dependent = self.store.get(store_key, namespace, name)
-            if dependent is None:
-                continue
-            if policy == "Orphan":
-                meta = dependent["metadata"]
-                refs = [r for r in meta.get("ownerReferences", []) if r["uid"] != owner_uid]
-                new_meta = (
-                    {**meta, "ownerReferences": refs}
-                    if refs
-                    else {k: v for k, v in meta.items() if k != "ownerReferences"}
-                )
-                self.store.put(store_key, {**dependent, "metadata": new_meta}, created=False)
-                continue
-            if dependent["metadata"].get("deletionTimestamp") and store_key != "pods":
-                continue
-            if store_key == "pods":
-                grace = self._grace_period(dependent, None)
-                if grace > 0:
-                    if not dependent["metadata"].get("deletionTimestamp"):
-                        self._begin_pod_termination(dependent, grace)
-                    continue
-            self._remove(store_key, dependent, "Background")
-
-    def remove_terminated_pod(self, pod: JSON) -> None:
-        """The kubelet confirms a pod has stopped: the object goes away (force delete)."""
-        with self.store.lock:
-            current = self.store.get("pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
-            if current is not None and current["metadata"]["uid"] == pod["metadata"]["uid"]:
-                self._remove("pods", current, "Background")
-
-    # -- namespaces -------------------------------------------------------------------------------
-
-    def _terminate_namespace(self, ns: JSON) -> JSON:
-        meta = ns["metadata"]
-        if ns.get("status", {}).get("phase") != "Terminating":
-            ns = self.store.put(
-                "namespaces",
-                {
-                    **ns,
-                    "metadata": {**meta, "deletionTimestamp": self.now_text()},
-                    "status": {"phase": "Terminating"},
-                },
-                created=False,
-            )
-        self.finish_namespace(ns)
-        return self.store.get("namespaces", "", meta["name"]) or ns
-
-    def finish_namespace(self, ns: JSON) -> None:
-        """Delete what the namespace holds; remove it once empty (the namespace controller's job)."""
-        name = ns["metadata"]["name"]
-        with self.store.lock:
-            empty = True
-            for store_key in sorted({r.store_key for r in _NAMESPACED}):
-                for obj in self.store.all(store_key, name):
-                    empty = False
-                    if store_key == "pods":
-                        grace = self._grace_period(obj, None)
-                        if grace > 0:
-                            if not obj["metadata"].get("deletionTimestamp"):
-                                self._begin_pod_termination(obj, grace)
-                            continue
-                    self._remove(store_key, obj, "Background")
-            if empty or not any(self.store.all(r.store_key, name) for r in _NAMESPACED):
-                current = self.store.get("namespaces", "", name)
-                if current is not None:
-                    self.store.remove("namespaces", "", name)
-
     # -- writes by the simulated components ---------------------------------------------------------
 
     def system_create(self, store_key: str, obj: JSON) -> JSON:
@@ -667,9 +327,6 @@ class Cluster:
                     "description": "Used for system critical pods that must not be moved from their current node.",
                 },
             )
-
-
-_NAMESPACED = [r for r in RESOURCES if r.namespaced]
 
 
 def _spec_of(obj: JSON) -> JSON:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduling.simcluster import scheduler
-from scheduling.simcluster.nodes import DeviceRef
+from scheduling.simcluster.device_plugin import DeviceRef
 
 JSON = dict[str, Any]
 Resources = dict[str, int]

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduling.simcluster import defaults, jobs, kubelet, nodes, scheduler, telemetry
-from scheduling.simcluster.api import TERMINAL_PHASES, Cluster
+from scheduling.simcluster import defaults, device_plugin, jobs, kubelet, scheduler, telemetry
+from scheduling.simcluster.api import Cluster
+from scheduling.simcluster.api_deletion import TERMINAL_PHASES
 from scheduling.simcluster.capacity import Capacity
 from scheduling.simcluster.clock import parse_time
+from scheduling.simcluster.device_plugin import DeviceRef
 from scheduling.simcluster.errors import ApiError
 from scheduling.simcluster.node_manager import NodeManager
 from scheduling.simcluster.nodes import ClusterSpec
@@ -304,7 +306,7 @@ class Controllers:
         self._arm(stored, now)
         return stored
 
-    def _devices_for(self, pod: JSON, node_name: str) -> tuple[tuple[str, str] | None, tuple[nodes.DeviceRef, ...]]:
+    def _devices_for(self, pod: JSON, node_name: str) -> tuple[tuple[str, str] | None, tuple[DeviceRef, ...]]:
         """Kubelet admission: room on the node, and the device plugin's allocation of GPU devices."""
         entry = self.capacity.nodes[node_name]
         request = scheduler.pod_requests(pod)
@@ -318,16 +320,16 @@ class Controllers:
                 f"used: {entry.used.get(short, len(entry.pods))}, capacity: {entry.allocatable.get(short, 0)}"
             )
             return (f"OutOf{short}", message), ()
-        limits = {r: n for r, n in request.items() if nodes.is_gpu_resource(r) and n > 0}
+        limits = {r: n for r, n in request.items() if device_plugin.is_gpu_resource(r) and n > 0}
         rendered = self.nodes.rendered(node_name)
         if not limits or rendered is None:
             return None, ()
-        refused = nodes.admission_error(rendered, limits)
+        refused = device_plugin.admission_error(rendered, limits)
         if refused is not None:
             wanted = ", ".join(f"'{r}: {n}'" for r, n in sorted(limits.items()))
             message = f"Allocate failed due to rpc error: code = Unknown desc = request for {wanted} too large: {refused}, which is unexpected"  # noqa: E501
             return ("UnexpectedAdmissionError", message), ()
-        devices = nodes.allocate(rendered, limits, set(entry.devices))
+        devices = device_plugin.allocate(rendered, limits, set(entry.devices))
         if devices is None:
             resource = sorted(limits)[0]
             message = (
@@ -515,7 +517,7 @@ class Controllers:
             for name, sim in sorted(self.nodes.sims.items()):
                 if not sim.rendered.devices:
                     continue
-                holders: dict[nodes.DeviceRef, telemetry.PodRef] = {}
+                holders: dict[DeviceRef, telemetry.PodRef] = {}
                 entry = self.capacity.nodes.get(name)
                 for use in entry.pods.values() if entry else ():
                     pod = self.store.get("pods", use.namespace, use.name)

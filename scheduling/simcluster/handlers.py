@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 from scheduling.simcluster import discovery, openapi, tables
-from scheduling.simcluster.api import DeleteOptions
+from scheduling.simcluster.api_deletion import DeleteOptions
 from scheduling.simcluster.errors import ApiError, bad_request, method_not_allowed, not_found
 from scheduling.simcluster.resources import ResourceType, lookup
 from scheduling.simcluster.store import BOOKMARK, ERROR, Watcher

@@ -8,10 +8,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from scheduling.simcluster import mig_manager, nodes, scheduler
+from scheduling.simcluster import mig_manager, node_objects, node_render, nodes, scheduler
+from scheduling.simcluster.device_plugin import is_gpu_resource
 from scheduling.simcluster.errors import ApiError
 from scheduling.simcluster.mig_manager import GpuConfig
-from scheduling.simcluster.nodes import ClusterSpec, NodeSpec, RenderedNode
+from scheduling.simcluster.node_render import RenderedNode
+from scheduling.simcluster.nodes import ClusterSpec, NodeSpec
 
 if TYPE_CHECKING:
     from scheduling.simcluster.api import Cluster
@@ -53,7 +55,7 @@ class NodeManager:
             gpu = mig_manager.initial(spec)
             sim = SimNode(spec, gpu, self._render(spec, gpu, frozenset()), created, ready_since=created)
             self.sims[spec.name] = sim
-            node = nodes.build_node_object(spec, sim.rendered, created=created)
+            node = node_objects.build_node_object(spec, sim.rendered, created=created)
             sim.managed_labels = frozenset(node["metadata"]["labels"])
             sim.managed_taints = tuple(_taint_key(t) for t in node["spec"].get("taints", []))
             stored = self.cluster.system_create("nodes", node)
@@ -71,7 +73,7 @@ class NodeManager:
     def _render(
         self, spec: NodeSpec, gpu: GpuConfig, lost: frozenset[int], previous: RenderedNode | None = None
     ) -> RenderedNode:
-        rendered = nodes.render_node(
+        rendered = node_render.render_node(
             spec,
             self.spec,
             mig_config=gpu.applied_mig,
@@ -79,7 +81,7 @@ class NodeManager:
             lost_gpus=lost,
             mig_config_label=gpu.requested_mig,
             mig_config_state=gpu.state,
-            previous_resources=nodes.extended_resources(previous) if previous else (),
+            previous_resources=node_render.extended_resources(previous) if previous else (),
         )
         if gpu.requested_plugin is not None and gpu.requested_plugin != gpu.applied_plugin:
             # The label shows what was asked for while the plugin still runs the old config.
@@ -88,7 +90,7 @@ class NodeManager:
             paused = {k: "0" for k in rendered.allocatable if k.startswith("nvidia.com/")}
             rendered = replace(
                 rendered,
-                labels={**rendered.labels, **nodes.paused_operand_labels()},
+                labels={**rendered.labels, **node_render.paused_operand_labels()},
                 allocatable={**rendered.allocatable, **paused},
             )
         return rendered
@@ -98,7 +100,7 @@ class NodeManager:
     def gpu_pods_on(self, name: str) -> bool:
         entry = self.capacity.nodes.get(name)
         return entry is not None and any(
-            any(nodes.is_gpu_resource(r) and n > 0 for r, n in use.requests.items()) for use in entry.pods.values()
+            any(is_gpu_resource(r) and n > 0 for r, n in use.requests.items()) for use in entry.pods.values()
         )
 
     def reconcile(self, name: str) -> None:
@@ -141,7 +143,7 @@ class NodeManager:
             if node is None:
                 return None
             unschedulable = bool(node.get("spec", {}).get("unschedulable"))
-            built = nodes.build_node_object(
+            built = node_objects.build_node_object(
                 sim.spec,
                 sim.rendered,
                 created=sim.created,

@@ -7,8 +7,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from scheduling.simcluster import kubelet
-from scheduling.simcluster.api import TERMINAL_PHASES, DeleteOptions
+from scheduling.simcluster import kubelet, pod_logs
+from scheduling.simcluster.api_deletion import TERMINAL_PHASES, DeleteOptions
 from scheduling.simcluster.errors import bad_request, not_found, success_status
 from scheduling.simcluster.resources import PODS
 
@@ -49,7 +49,7 @@ def pod_log(cluster: Cluster, namespace: str, name: str, query: dict[str, str]) 
     if not ({"running", "terminated"} & set(status.get("state", {})) or status.get("lastState", {}).get("terminated")):
         waiting = status.get("state", {}).get("waiting", {}).get("reason", "ContainerCreating")
         raise bad_request(f'container "{container}" in pod "{name}" is waiting to start: {waiting}')
-    lines = kubelet.pod_log_lines(pod, cluster.clock.now(), container)
+    lines = pod_logs.pod_log_lines(pod, cluster.clock.now(), container)
     tail = int(query["tailLines"]) if query.get("tailLines") else None
     shown = lines[-tail:] if tail is not None else lines
     if query.get("follow", "").lower() != "true":
@@ -75,7 +75,7 @@ def _follow(
         pod = cluster.get_object("pods", namespace, name)
         if pod is None:
             return
-        lines = kubelet.pod_log_lines(pod, cluster.clock.now(), container)
+        lines = pod_logs.pod_log_lines(pod, cluster.clock.now(), container)
         start = len(lines) - lines[::-1].index(last) if last in lines else 0
         fresh = lines[start:]
         if fresh:

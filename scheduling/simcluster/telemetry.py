@@ -25,7 +25,8 @@ from datetime import datetime, timedelta
 from typing import Literal, get_args
 
 from scheduling.engine import gpus
-from scheduling.simcluster.nodes import DeviceRef, GpuDevice, MigInstance
+from scheduling.simcluster.device_plugin import DeviceRef
+from scheduling.simcluster.node_render import GpuDevice, MigInstance
 
 PROFILE_ANNOTATION = "sim.gpuportal.io/workload-profile"
 WorkloadProfile = Literal["idle-notebook", "bursty-notebook", "steady-training", "none"]
@@ -155,7 +156,7 @@ class DeviceUse:
 def device_uses(node_name: str, devices: Sequence[GpuDevice], holders: Mapping[DeviceRef, PodRef]) -> list[DeviceUse]:
     """Every device of a node (each MIG instance separately) with the pods holding it.
 
-    ``holders`` maps the device plugin's allocations (:func:`nodes.allocate`) to pods; on a shared device
+    ``holders`` maps the device plugin's allocations (:func:`device_plugin.allocate`) to pods; on a shared device
     the pod on the lowest replica gets the labels.
     """
     by_dev: dict[tuple[int, int | None], list[tuple[int, PodRef]]] = {}

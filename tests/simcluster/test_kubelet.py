@@ -15,10 +15,10 @@ from scheduling.simcluster.kubelet import (
     noexecute_eviction_due,
     normalized_image,
     pod_events,
-    pod_log_lines,
     status_on_bind,
     taint_eviction_condition,
 )
+from scheduling.simcluster.pod_logs import pod_log_lines
 from scheduling.simcluster.scheduler import schedule_pod
 from tests.simcluster.test_scheduler import NOW, assert_valid, make_node, make_pod
 

@@ -8,8 +8,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from scheduling.simcluster import nodes
-from scheduling.simcluster.nodes import ClusterFileError, DeviceRef, NodeSpec
+from scheduling.simcluster import device_plugin, node_objects, node_render, nodes
+from scheduling.simcluster.device_plugin import DeviceRef
+from scheduling.simcluster.nodes import ClusterFileError, NodeSpec
 
 CREATED = "2026-01-01T00:00:00Z"
 
@@ -19,11 +20,11 @@ def demo():
     return nodes.load_cluster_file(nodes.default_cluster_file())
 
 
-def render(cluster: nodes.ClusterSpec, name: str, **kw: Any) -> nodes.RenderedNode:
+def render(cluster: nodes.ClusterSpec, name: str, **kw: Any) -> node_render.RenderedNode:
     spec = cluster.node(name)
     kw.setdefault("mig_config", spec.mig_config)
     kw.setdefault("plugin_config", spec.plugin_config)
-    return nodes.render_node(spec, cluster, **kw)
+    return node_render.render_node(spec, cluster, **kw)
 
 
 def gpu_resources(resources: dict[str, str]) -> dict[str, str]:
@@ -61,7 +62,7 @@ def test_demo_cluster_shape(demo):
 
 
 def test_every_demo_node_validates_against_the_strict_schema(demo):
-    objs = nodes.build_cluster_nodes(demo, created=CREATED)
+    objs = node_objects.build_cluster_nodes(demo, created=CREATED)
     assert len(objs) == len(demo.nodes)
     for obj in objs:
         assert_valid(obj)
@@ -204,12 +205,14 @@ def test_custom_mig_config_from_the_cluster_file(demo):
     assert gpu_resources(r.allocatable) == {"nvidia.com/gpu": "4", "nvidia.com/mig-3g.40gb": "8"}
     assert [d.mig is None for d in r.devices] == [True] * 4 + [False] * 4
     assert r.labels["nvidia.com/gpu.replicas"] == "1"  # some GPUs are still whole
-    assert_valid(nodes.build_node_object(demo.node("gpu-h100-0"), r, created=CREATED))
+    assert_valid(node_objects.build_node_object(demo.node("gpu-h100-0"), r, created=CREATED))
 
 
 def test_mig_change_keeps_vanished_resources_at_zero(demo):
     before = render(demo, "gpu-a100-0")
-    after = render(demo, "gpu-a100-0", mig_config="all-1g.10gb", previous_resources=nodes.extended_resources(before))
+    after = render(
+        demo, "gpu-a100-0", mig_config="all-1g.10gb", previous_resources=node_render.extended_resources(before)
+    )
     assert gpu_resources(after.capacity) == {
         "nvidia.com/mig-1g.10gb": "56",
         "nvidia.com/mig-2g.20gb": "0",
@@ -223,8 +226,8 @@ def test_pending_mig_change_labels(demo):
     assert r.labels["nvidia.com/mig.config.state"] == "pending"
     assert r.mig_config == "all-balanced"
     assert r.allocatable["nvidia.com/mig-3g.40gb"] == "8"
-    assert set(nodes.paused_operand_labels().values()) == {"paused-for-mig-change"}
-    assert "nvidia.com/gpu.deploy.device-plugin" in nodes.paused_operand_labels()
+    assert set(node_render.paused_operand_labels().values()) == {"paused-for-mig-change"}
+    assert "nvidia.com/gpu.deploy.device-plugin" in node_render.paused_operand_labels()
 
 
 @pytest.mark.parametrize(
@@ -267,7 +270,7 @@ def test_lost_gpus_leave_allocatable_but_not_capacity(demo):
     assert mig.capacity["nvidia.com/mig-3g.40gb"] == "8"
     ts = render(demo, "gpu-l40s-0", lost_gpus=frozenset({2}))
     assert ts.allocatable["nvidia.com/gpu"] == "12"
-    assert nodes.lose_gpu(render(demo, "gpu-a100-0"), 1).allocatable == mig.allocatable
+    assert node_render.lose_gpu(render(demo, "gpu-a100-0"), 1).allocatable == mig.allocatable
 
 
 def test_uuids_are_deterministic_and_unique(demo):
@@ -301,7 +304,7 @@ def test_uuids_are_deterministic_and_unique(demo):
 @pytest.mark.parametrize(("ready", "unschedulable"), [(True, False), (False, True)])
 def test_nodes_validate_after_changes(demo, node, kw, ready, unschedulable):
     spec = demo.node(node)
-    obj = nodes.build_node_object(
+    obj = node_objects.build_node_object(
         spec,
         render(demo, node, **kw),
         created=CREATED,
@@ -321,7 +324,7 @@ def test_nodes_validate_after_changes(demo, node, kw, ready, unschedulable):
 
 def test_node_object_shape(demo):
     spec = demo.node("gpu-h100-0")
-    obj = nodes.build_node_object(spec, render(demo, "gpu-h100-0"), created=CREATED)
+    obj = node_objects.build_node_object(spec, render(demo, "gpu-h100-0"), created=CREATED)
     info = obj["status"]["nodeInfo"]
     assert info["kubeletVersion"].startswith("v1.34.")
     assert info["containerRuntimeVersion"].startswith("containerd://")
@@ -331,7 +334,7 @@ def test_node_object_shape(demo):
     assert obj["status"]["capacity"]["cpu"] == "224"
     assert obj["status"]["capacity"]["memory"] == f"{2 * 1024**3}Ki"
     assert obj["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "dgx-h100"
-    assert nodes.build_node_object(spec, render(demo, "gpu-h100-0"), created=CREATED) == obj
+    assert node_objects.build_node_object(spec, render(demo, "gpu-h100-0"), created=CREATED) == obj
 
 
 def test_allocatable_is_below_capacity(demo):
@@ -346,39 +349,39 @@ def test_allocatable_is_below_capacity(demo):
 
 def test_allocate_whole_gpus_lowest_free_first(demo):
     r = render(demo, "gpu-h100-0")
-    got = nodes.allocate(r, {"nvidia.com/gpu": 2, "cpu": 8}, set())
+    got = device_plugin.allocate(r, {"nvidia.com/gpu": 2, "cpu": 8}, set())
     assert got == [DeviceRef(0), DeviceRef(1)]
-    got = nodes.allocate(r, {"nvidia.com/gpu": 2}, {DeviceRef(0), DeviceRef(2)})
+    got = device_plugin.allocate(r, {"nvidia.com/gpu": 2}, {DeviceRef(0), DeviceRef(2)})
     assert got == [DeviceRef(1), DeviceRef(3)]
-    assert nodes.allocate(r, {"nvidia.com/gpu": 9}, set()) is None
-    assert nodes.allocate(r, {"nvidia.com/mig-1g.10gb": 1}, set()) is None
-    assert nodes.allocate(r, {"cpu": 4}, set()) == []
-    assert nodes.visible_devices(r, [DeviceRef(0), DeviceRef(1)]) == f"{r.devices[0].uuid},{r.devices[1].uuid}"
-    assert nodes.visible_devices(r, []) == "void"
+    assert device_plugin.allocate(r, {"nvidia.com/gpu": 9}, set()) is None
+    assert device_plugin.allocate(r, {"nvidia.com/mig-1g.10gb": 1}, set()) is None
+    assert device_plugin.allocate(r, {"cpu": 4}, set()) == []
+    assert device_plugin.visible_devices(r, [DeviceRef(0), DeviceRef(1)]) == f"{r.devices[0].uuid},{r.devices[1].uuid}"
+    assert device_plugin.visible_devices(r, []) == "void"
 
 
 def test_allocate_skips_lost_gpus(demo):
     r = render(demo, "gpu-h100-0", lost_gpus=frozenset({0}))
-    assert nodes.allocate(r, {"nvidia.com/gpu": 1}, set()) == [DeviceRef(1)]
+    assert device_plugin.allocate(r, {"nvidia.com/gpu": 1}, set()) == [DeviceRef(1)]
 
 
 def test_allocate_mig_instances(demo):
     r = render(demo, "gpu-a100-0")
-    first = nodes.allocate(r, {"nvidia.com/mig-3g.40gb": 1}, set())
+    first = device_plugin.allocate(r, {"nvidia.com/mig-3g.40gb": 1}, set())
     assert first is not None
-    inst = nodes.mig_instance(r, first[0])
+    inst = device_plugin.mig_instance(r, first[0])
     assert inst is not None
     assert (first[0].gpu_index, inst.profile) == (0, "3g.40gb")
     used = set(first)
     for _ in range(7):
-        nxt = nodes.allocate(r, {"nvidia.com/mig-3g.40gb": 1}, used)
+        nxt = device_plugin.allocate(r, {"nvidia.com/mig-3g.40gb": 1}, used)
         assert nxt is not None
         used |= set(nxt)
-    assert nodes.allocate(r, {"nvidia.com/mig-3g.40gb": 1}, used) is None
-    two = nodes.allocate(r, {"nvidia.com/mig-1g.10gb": 2}, set())
+    assert device_plugin.allocate(r, {"nvidia.com/mig-3g.40gb": 1}, used) is None
+    two = device_plugin.allocate(r, {"nvidia.com/mig-1g.10gb": 2}, set())
     assert two is not None
     assert len(set(two)) == 2
-    assert nodes.device_id(r, two[0]).startswith("MIG-")
+    assert device_plugin.device_id(r, two[0]).startswith("MIG-")
 
 
 def test_allocate_time_sliced_replicas_spread_over_gpus(demo):
@@ -386,24 +389,24 @@ def test_allocate_time_sliced_replicas_spread_over_gpus(demo):
     used: set[DeviceRef] = set()
     order = []
     for _ in range(16):
-        got = nodes.allocate(r, {"nvidia.com/gpu": 1}, used)
+        got = device_plugin.allocate(r, {"nvidia.com/gpu": 1}, used)
         assert got is not None
         used |= set(got)
         order.append(got[0].gpu_index)
     assert order[:4] == [0, 1, 2, 3]
     assert sorted(order) == sorted([0, 1, 2, 3] * 4)
-    assert nodes.allocate(r, {"nvidia.com/gpu": 1}, used) is None
+    assert device_plugin.allocate(r, {"nvidia.com/gpu": 1}, used) is None
     ref = next(iter(used))
-    assert nodes.device_id(r, ref) == f"{r.devices[ref.gpu_index].uuid}::{ref.replica}"
+    assert device_plugin.device_id(r, ref) == f"{r.devices[ref.gpu_index].uuid}::{ref.replica}"
 
 
 def test_shared_request_greater_than_one_fails_admission(demo):
     r = render(demo, "gpu-l40s-0")
-    msg = nodes.admission_error(r, {"nvidia.com/gpu": 2})
+    msg = device_plugin.admission_error(r, {"nvidia.com/gpu": 2})
     assert msg is not None
     assert "maximum request size for shared resources is 1" in msg
-    assert nodes.admission_error(r, {"nvidia.com/gpu": 1}) is None
-    assert nodes.admission_error(render(demo, "gpu-h100-0"), {"nvidia.com/gpu": 4}) is None
+    assert device_plugin.admission_error(r, {"nvidia.com/gpu": 1}) is None
+    assert device_plugin.admission_error(render(demo, "gpu-h100-0"), {"nvidia.com/gpu": 4}) is None
 
 
 # --- cluster file ---------------------------------------------------------------------------------
@@ -457,7 +460,7 @@ def test_time_sliced_mig_profile():
             ],
         }
     )
-    r = nodes.render_node(c.nodes[0], c, mig_config="all-balanced", plugin_config="mig-ts")
+    r = node_render.render_node(c.nodes[0], c, mig_config="all-balanced", plugin_config="mig-ts")
     assert r.allocatable["nvidia.com/mig-1g.10gb"] == "4"
     assert r.labels["nvidia.com/mig-1g.10gb.replicas"] == "2"
     assert r.labels["nvidia.com/mig-1g.10gb.sharing-strategy"] == "time-slicing"
@@ -507,15 +510,15 @@ def test_bad_cluster_files(doc):
 def test_cpu_only_node_spec_defaults():
     spec = NodeSpec(name="c", cpu=4, memory="16Gi")
     c = nodes.ClusterSpec(nodes=(spec,))
-    r = nodes.render_node(spec, c, mig_config=None, plugin_config=None)
+    r = node_render.render_node(spec, c, mig_config=None, plugin_config=None)
     assert r.devices == ()
     assert gpu_resources(r.capacity) == {}
     assert not any(k.startswith("nvidia.com/") for k in r.labels)
-    assert_valid(nodes.build_node_object(spec, r, created=CREATED))
+    assert_valid(node_objects.build_node_object(spec, r, created=CREATED))
 
 
 @pytest.mark.parametrize(
     ("q", "n"), [("2Ti", 2 * 1024**4), ("512G", 512 * 10**9), ("1024", 1024), ("1.5Gi", 3 * 2**29)]
 )
 def test_parse_bytes(q, n):
-    assert nodes.parse_bytes(q) == n
+    assert node_render.parse_bytes(q) == n

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from scheduling.simcluster import nodes, telemetry
-from scheduling.simcluster.nodes import DeviceRef
+from scheduling.simcluster import device_plugin, node_render, nodes, telemetry
+from scheduling.simcluster.device_plugin import DeviceRef
 from scheduling.simcluster.telemetry import PodRef
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -23,9 +23,9 @@ def demo() -> nodes.ClusterSpec:
     return nodes.load_cluster_file(nodes.default_cluster_file())
 
 
-def rendered(cluster: nodes.ClusterSpec, name: str) -> nodes.RenderedNode:
+def rendered(cluster: nodes.ClusterSpec, name: str) -> node_render.RenderedNode:
     spec = cluster.node(name)
-    return nodes.render_node(spec, cluster, mig_config=spec.mig_config, plugin_config=spec.plugin_config)
+    return node_render.render_node(spec, cluster, mig_config=spec.mig_config, plugin_config=spec.plugin_config)
 
 
 def pod(name: str, profile: telemetry.WorkloadProfile, started: datetime = T0) -> PodRef:
@@ -54,7 +54,7 @@ def metrics_for(cluster: nodes.ClusterSpec, node: str, holders: dict[DeviceRef, 
 
 def test_mig_node_series(demo):
     r = rendered(demo, "gpu-a100-0")
-    ref = nodes.allocate(r, {"nvidia.com/mig-1g.10gb": 1}, set())
+    ref = device_plugin.allocate(r, {"nvidia.com/mig-1g.10gb": 1}, set())
     assert ref is not None
     text = metrics_for(demo, "gpu-a100-0", {ref[0]: pod("nb", "steady-training")}, T0 + timedelta(minutes=30))
     m = scrape(text)
@@ -82,7 +82,7 @@ def test_mig_node_series(demo):
     # FB is per instance: used + free covers the instance's memory.
     fb_used = {(s.labels["gpu"], s.labels["GPU_I_ID"]): s.value for s in m["DCGM_FI_DEV_FB_USED"]}
     fb_free = {(s.labels["gpu"], s.labels["GPU_I_ID"]): s.value for s in m["DCGM_FI_DEV_FB_FREE"]}
-    inst = nodes.mig_instance(r, ref[0])
+    inst = device_plugin.mig_instance(r, ref[0])
     assert inst is not None
     key = ("0", str(inst.gi_id))
     assert fb_used[key] + fb_free[key] == inst.memory_mib
@@ -91,7 +91,7 @@ def test_mig_node_series(demo):
 
 def test_whole_gpu_node_series(demo):
     r = rendered(demo, "gpu-h100-0")
-    refs = nodes.allocate(r, {"nvidia.com/gpu": 2}, set())
+    refs = device_plugin.allocate(r, {"nvidia.com/gpu": 2}, set())
     assert refs is not None
     holders = dict.fromkeys(refs, pod("train", "steady-training"))
     m = scrape(metrics_for(demo, "gpu-h100-0", holders, T0 + timedelta(hours=1)))
@@ -158,7 +158,7 @@ def test_lowercase_hostname_label(demo):
 
 
 def test_label_values_are_escaped():
-    d = nodes.GpuDevice(0, "GPU-x", "T4", "00000000:1B:00.0", None)
+    d = node_render.GpuDevice(0, "GPU-x", "T4", "00000000:1B:00.0", None)
     p = PodRef('we"ird\\name', "ns", "c", "u", "none", T0)
     text = telemetry.render_metrics([telemetry.DeviceUse("n", d, None, p)], at=T0, seed=0, driver_version=DRIVER)
     assert scrape(text)["DCGM_FI_DEV_GPU_UTIL"][0].labels["pod"] == 'we"ird\\name'
@@ -166,7 +166,7 @@ def test_label_values_are_escaped():
 
 def test_mig_parent_without_instances_reports_power_only(demo):
     spec = demo.node("gpu-a100-0")
-    r = nodes.render_node(spec, demo, mig_config="all-enabled", plugin_config=None)
+    r = node_render.render_node(spec, demo, mig_config="all-enabled", plugin_config=None)
     uses = telemetry.device_uses("gpu-a100-0", r.devices, {})
     m = scrape(telemetry.render_metrics(uses, at=T0, seed=0, driver_version=DRIVER))
     assert set(m) == {"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE"}
