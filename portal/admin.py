@@ -58,3 +58,6 @@ class AuditEventAdmin(admin.ModelAdmin[AuditEvent]):
 
     def has_change_permission(self, request: object, obj: object = None) -> bool:
         return False
+
+    def has_delete_permission(self, request: object, obj: object = None) -> bool:
+        return False  # append-only for everyone, operators and superusers included

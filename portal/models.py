@@ -125,8 +125,25 @@ class OrgRole(models.Model):
         return f"{self.user}: {self.role}"
 
 
+class AppendOnly(Exception):
+    """An attempt to change or delete an audit event."""
+
+
+class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
+    """Refuses the ORM's bulk paths for changing or removing rows."""
+
+    def update(self, **kwargs: Any) -> int:
+        raise AppendOnly("Audit events cannot be changed.")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnly("Audit events cannot be deleted.")
+
+
 class AuditEvent(models.Model):
-    """Who changed what, when, with the state before and after. Rows are only ever added."""
+    """Who changed what, when, with the state before and after. Rows are only ever added: saving an existing
+    row, deleting one and the queryset's ``update``/``delete`` raise :class:`AppendOnly`, and the admin
+    offers no change or delete. (Deleting a user or team still blanks ``actor``/``team`` through their
+    ``SET_NULL``, so the event outlives them.)"""
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(
@@ -139,11 +156,21 @@ class AuditEvent(models.Model):
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
 
+    objects = AuditEventQuerySet.as_manager()
+
     class Meta:
         ordering = ("-at", "-id")
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.target_type}:{self.target_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AppendOnly("Audit events cannot be changed.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise AppendOnly("Audit events cannot be deleted.")
 
     @classmethod
     def record(
