@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: demo test lint typecheck checks pytest install clean
+.PHONY: demo test lint imports typecheck checks pytest install clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("Python 3.11 or newer is required") if sys.version_info < (3, 11) else None'
@@ -29,6 +29,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The import rules between the rooms (pyproject.toml [tool.importlinter], docs/architecture.md).
+imports: $(STAMP)
+	$(BIN)/lint-imports --no-cache
+
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
@@ -39,7 +43,7 @@ checks: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest
 
-test: lint typecheck checks pytest
+test: lint imports typecheck checks pytest
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache

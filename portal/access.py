@@ -27,13 +27,30 @@ def access_team_by_id(user: Any, team_id: int | str) -> Team:
     return team
 
 
+def _signed_in(user: Any) -> bool:
+    return bool(getattr(user, "is_authenticated", False) and user.is_active)
+
+
+def is_operator(user: Any) -> bool:
+    """Operators run the cluster: they see every team and set quotas, caps and the catalogue."""
+    return _signed_in(user) and bool(user.is_operator)
+
+
+def require_operator(user: Any, what: str) -> None:
+    if not is_operator(user):
+        raise PermissionDenied(f"Only operators can {what}.")
+
+
+def manages_with_role(user: Any, role: str | None) -> bool:
+    """:func:`can_manage_team` for a caller whose role in the team is already known (no query)."""
+    return is_operator(user) or (_signed_in(user) and role == Membership.Role.LEAD)
+
+
 def can_manage_team(user: Any, team: Team) -> bool:
     """Leads manage their own team; operators manage every team."""
-    if not getattr(user, "is_authenticated", False) or not user.is_active:
-        return False
-    if user.is_operator:
+    if is_operator(user):
         return True
-    return Membership.objects.filter(team=team, user=user, role=Membership.Role.LEAD).exists()
+    return _signed_in(user) and Membership.objects.filter(team=team, user=user, role=Membership.Role.LEAD).exists()
 
 
 def access_team_for_management(user: Any, team_id: int | str) -> Team:

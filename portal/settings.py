@@ -27,6 +27,8 @@ from portal.env import (
     env_secret,
     env_str,
 )
+from scheduling.loops import tasknames
+from scheduling.loops.schedule import beat_schedule
 
 typing_runtime.enable_for_django()
 
@@ -278,28 +280,18 @@ PROVISIONING_RETRY_SECONDS = env_float("PROVISIONING_RETRY_SECONDS", 30.0, minim
 ORPHAN_SWEEP_SECONDS = env_float("ORPHAN_SWEEP_SECONDS", 60.0, minimum=1.0)
 # How long kube-scheduler may refuse a pod pinned by the placement engine before the portal unpins it.
 PLACEMENT_GRACE_SECONDS = env_float("PLACEMENT_GRACE_SECONDS", 10.0, minimum=0.0)
-# Periodic runs expire if not started within two periods: a busy worker then skips stale ones instead of
-# queueing them in front of the work that matters (provisioning).
 # The control loops (scheduling cycle, reconcile) have a queue of their own next to the default one, so
 # that they never wait behind a backlog of provisioning tasks (and expire there): a finished job is then
 # noticed, and its quota handed on, within a period even while hundreds of workspaces are being created.
-CELERY_CONTROL_TASKS = ("scheduling.run_cycle", "scheduling.reconcile")
+CELERY_CONTROL_TASKS = tasknames.CONTROL
 CELERY_CONTROL_QUEUE_SUFFIX = ".control"  # the control queue of queue Q is Q + this (portal/queue.py)
 CELERY_TASK_ROUTES = {
     name: {"queue": CELERY_TASK_DEFAULT_QUEUE + CELERY_CONTROL_QUEUE_SUFFIX} for name in CELERY_CONTROL_TASKS
 }
-CELERY_BEAT_SCHEDULE = {
-    "scheduling-cycle": {
-        "task": "scheduling.run_cycle",
-        "schedule": SCHEDULING_INTERVAL_SECONDS,
-        "options": {"expires": 2 * SCHEDULING_INTERVAL_SECONDS},
-    },
-    "reconcile": {
-        "task": "scheduling.reconcile",
-        "schedule": RECONCILE_INTERVAL_SECONDS,
-        "options": {"expires": 2 * RECONCILE_INTERVAL_SECONDS},
-    },
-}
+# What runs every few seconds, and the reasons: scheduling/loops/schedule.py.
+CELERY_BEAT_SCHEDULE = beat_schedule(
+    scheduling_interval=SCHEDULING_INTERVAL_SECONDS, reconcile_interval=RECONCILE_INTERVAL_SECONDS
+)
 
 LOGGING = {
     "version": 1,

@@ -1,7 +1,9 @@
 """API for quotas, department caps, team policies, member caps, the queue and the audit log.
 
-Reads are scoped by ``portal.access``; every change goes through ``scheduling.quota.actions``, which checks
-the caller's role and the bounds above it and writes the audit log.
+DRF generic views: lists are paginated like every list of the API (``count``, ``next``, ``previous``,
+``results``; ``?limit=&offset=``) and errors take the project's shape (``portal.api.errors``). Reads are scoped
+by ``portal.access`` and ``scheduling.access``; every change goes through ``scheduling.quota.actions``, which
+checks the caller's role and the bounds above it and writes the audit log.
 """
 
 from __future__ import annotations
@@ -9,17 +11,15 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import Http404
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
+from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from portal import access
 from portal.models import AuditEvent, Department
+from scheduling import access as scheduling_access
 from scheduling.models import DepartmentCap, MemberCap, TeamQuota
 from scheduling.queue_view import queue_entries
 from scheduling.quota import actions as quota_actions
@@ -38,23 +38,26 @@ class QuotaSerializer(serializers.Serializer[TeamQuota]):
     borrow_limit = _units()
 
 
-class QuotasView(APIView):
+class QuotaUseSerializer(QuotaSerializer):
+    used = _units()
+
+
+class QuotasView(generics.ListAPIView[Any]):
     """Quotas of the teams the caller may see, with what is in use. Operators set them (PUT)."""
 
-    @extend_schema(responses=QuotaSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        teams = {team.pk: team.slug for team in access.teams_visible_to(request.user)}
+    serializer_class = QuotaUseSerializer
+
+    def get_queryset(self) -> list[dict[str, Any]]:  # type: ignore[override] # rows computed in two queries
+        teams = {team.pk: team.slug for team in access.teams_visible_to(self.request.user)}
         summary = quota.quota_summaries(teams)
-        rows = [
-            {"team": teams[team_id], "flavour": flavour, **{k: str(v) for k, v in numbers.items()}}
+        return [
+            {"team": {"slug": teams[team_id]}, "flavour": flavour, **numbers}
             for (team_id, flavour), numbers in sorted(summary.items(), key=lambda kv: (teams[kv[0][0]], kv[0][1]))
         ]
-        return Response({"results": rows})
 
     @extend_schema(request=QuotaSerializer, responses=QuotaSerializer)
     def put(self, request: Request) -> Response:
-        if not getattr(request.user, "is_operator", False):
-            raise PermissionDenied("Only operators can change team quotas.")
+        access.require_operator(request.user, "change team quotas")
         payload = QuotaSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
@@ -72,24 +75,18 @@ class DepartmentCapSerializer(serializers.Serializer[DepartmentCap]):
     cap = _units()
 
 
-class DepartmentCapsView(APIView):
+class DepartmentCapsView(generics.ListAPIView[DepartmentCap]):
     """A department's caps per flavour. Operators set them."""
 
-    def _department(self, request: Request, department_id: int) -> Department:
-        department = Department.objects.filter(pk=department_id).first()
-        visible = access.teams_visible_to(request.user).filter(department_id=department_id).exists()
-        if department is None or not (visible or getattr(request.user, "is_operator", False)):
-            raise Http404("No such department.")
-        return department
+    serializer_class = DepartmentCapSerializer
 
-    @extend_schema(responses=DepartmentCapSerializer(many=True))
-    def get(self, request: Request, department_id: int) -> Response:
-        department = self._department(request, department_id)
-        return Response({"results": [DepartmentCapSerializer(cap).data for cap in department.caps.all()]})
+    def get_queryset(self) -> QuerySet[DepartmentCap]:
+        department = scheduling_access.access_department_by_id(self.request.user, self.kwargs["department_id"])
+        return department.caps.order_by("flavour")
 
     @extend_schema(request=DepartmentCapSerializer, responses=DepartmentCapSerializer)
     def put(self, request: Request, department_id: int) -> Response:
-        department = self._department(request, department_id)
+        department: Department = scheduling_access.access_department_by_id(request.user, department_id)
         payload = DepartmentCapSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         row = quota_actions.do_set_department_cap(request.user, department, **payload.validated_data)
@@ -102,10 +99,11 @@ class PolicySerializer(serializers.Serializer[Any]):
     allowed_offerings = serializers.ListField(child=serializers.SlugField(), default=list)
 
 
-class TeamPolicyView(APIView):
+class TeamPolicyView(generics.GenericAPIView[Any]):
     """A team's policy: default and longest runtime, the offerings its members may use. Leads set it."""
 
-    @extend_schema(responses=PolicySerializer)
+    serializer_class = PolicySerializer
+
     def get(self, request: Request, team_id: int) -> Response:
         team = access.access_team_by_id(request.user, team_id)
         rules = quota.team_rules(team.pk)
@@ -117,10 +115,9 @@ class TeamPolicyView(APIView):
             }
         )
 
-    @extend_schema(request=PolicySerializer, responses=PolicySerializer)
     def put(self, request: Request, team_id: int) -> Response:
         team = access.access_team_by_id(request.user, team_id)
-        payload = PolicySerializer(data=request.data)
+        payload = self.get_serializer(data=request.data)
         payload.is_valid(raise_exception=True)
         quota_actions.do_set_team_policy(request.user, team, **payload.validated_data)
         return self.get(request, team_id)
@@ -132,14 +129,14 @@ class MemberCapSerializer(serializers.Serializer[MemberCap]):
     cap = _units(allow_null=True)
 
 
-class MemberCapsView(APIView):
+class MemberCapsView(generics.ListAPIView[MemberCap]):
     """Per-member caps of a team. Leads set them within the team's quota; null removes one."""
 
-    @extend_schema(responses=MemberCapSerializer(many=True))
-    def get(self, request: Request, team_id: int) -> Response:
-        team = access.access_team_by_id(request.user, team_id)
-        caps = MemberCap.objects.filter(team=team).select_related("user")
-        return Response({"results": [MemberCapSerializer(cap).data for cap in caps]})
+    serializer_class = MemberCapSerializer
+
+    def get_queryset(self) -> QuerySet[MemberCap]:
+        team = access.access_team_by_id(self.request.user, self.kwargs["team_id"])
+        return MemberCap.objects.filter(team=team).select_related("user").order_by("user__username", "flavour")
 
     @extend_schema(request=MemberCapSerializer, responses=MemberCapSerializer)
     def put(self, request: Request, team_id: int) -> Response:
@@ -152,11 +149,20 @@ class MemberCapsView(APIView):
                          "cap": None if data["cap"] is None else str(data["cap"])})  # fmt: skip
 
 
-class QueueView(APIView):
+class QueueEntrySerializer(serializers.Serializer[Any]):
+    """One queued workspace as ``scheduling.queue_view`` explains it (read only)."""
+
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        return instance
+
+
+class QueueView(generics.ListAPIView[Any]):
     """Queued workspaces the caller may see: position per GPU flavour, the reason they wait, an estimate."""
 
-    def get(self, request: Request) -> Response:
-        return Response({"results": queue_entries(request.user)})
+    serializer_class = QueueEntrySerializer
+
+    def get_queryset(self) -> list[dict[str, Any]]:  # type: ignore[override] # computed, in queue order
+        return queue_entries(self.request.user)
 
 
 class AuditSerializer(serializers.ModelSerializer[AuditEvent]):
@@ -168,13 +174,10 @@ class AuditSerializer(serializers.ModelSerializer[AuditEvent]):
         fields = ("at", "actor", "action", "target_type", "target_id", "team", "before", "after")
 
 
-class AuditView(APIView):
-    """The audit log: operators see all of it; leads see their teams'."""
+class AuditView(generics.ListAPIView[AuditEvent]):
+    """The audit log, newest first: operators see all of it; leads see their teams'."""
 
-    @extend_schema(responses=AuditSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        events: QuerySet[AuditEvent] = AuditEvent.objects.select_related("actor", "team")
-        if not getattr(request.user, "is_operator", False):
-            led = [t.pk for t in access.teams_visible_to(request.user) if access.can_manage_team(request.user, t)]
-            events = events.filter(team_id__in=led)
-        return Response({"results": [AuditSerializer(event).data for event in events[:500]]})
+    serializer_class = AuditSerializer
+
+    def get_queryset(self) -> QuerySet[AuditEvent]:
+        return scheduling_access.audit_events_visible_to(self.request.user)

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from scheduling.engine import quota as engine_quota
+
 # Series are summed in ten-thousandths of a GPU-equivalent (the models' four decimal places), so the
 # step functions are exact integers and hand-computed values compare equal.
 _SCALE = 10_000
@@ -111,7 +113,7 @@ def quota_figure(flavour: str, series: QuotaSeries, guaranteed: float, borrow_li
          "line": {"dash": "dash", "color": "#444"}},
     ]  # fmt: skip
     if borrow_limit:
-        ceiling = guaranteed + borrow_limit
+        ceiling = engine_quota.ceiling(guaranteed, borrow_limit, may_borrow=True)
         traces.append({"type": "scatter", "mode": "lines", "name": "guaranteed + borrowing", "x": ends,
                        "y": [ceiling, ceiling], "line": {"dash": "dot", "color": "#888"}})  # fmt: skip
     return {

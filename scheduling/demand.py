@@ -1,14 +1,21 @@
-"""Turn a workspace row into the plain spec the manifest builders take."""
+"""A workspace row in the terms of the parts that act on it, turned once here: the admission engine's
+workload, the placement engine's demand and the cluster's spec (what the manifest builders take).
+
+Pure functions of the row (and settings): no queries, no cluster calls.
+"""
 
 from __future__ import annotations
 
 from django.conf import settings
 
 from scheduling import priorities
-from scheduling.kube.spec import GpuRequest, WorkspaceSpec
+from scheduling.engine.quota import Kind, Workload, to_units
+from scheduling.inventory import Demand
+from scheduling.kube.spec import GpuRequest, Sharing, WorkspaceSpec
+from scheduling.quota.rules import may_borrow
 from workspaces.models import GpuOffering, Workspace
 
-SHARING = {
+SHARING: dict[str, Sharing] = {
     GpuOffering.Kind.WHOLE: "exclusive",
     GpuOffering.Kind.MIG: "mig",
     GpuOffering.Kind.SHARED: "time-sliced",
@@ -20,18 +27,74 @@ SIM_DURATION_ENV = "GPUPORTAL_SIM_DURATION_SECONDS"
 _PROFILES = {Workspace.Kind.NOTEBOOK: "bursty-notebook", Workspace.Kind.JOB: "steady-training"}
 
 
+def is_gpu(workspace: Workspace) -> bool:
+    """Counts against GPU quota (CPU-only workspaces never do)."""
+    return workspace.offering.kind != GpuOffering.Kind.CPU
+
+
 def gpu_request(offering: GpuOffering, count: int) -> GpuRequest | None:
+    """The device-plugin resource a pod asks for; None for CPU-only pods."""
     if offering.kind == GpuOffering.Kind.CPU or count == 0:
         return None
     return GpuRequest(
         resource_name=offering.resource_name,
         count=count,
         node_selector=dict(offering.node_selector),
-        sharing=SHARING[GpuOffering.Kind(offering.kind)],  # type: ignore[arg-type] # values match the Literal
+        sharing=SHARING[offering.kind],
     )
 
 
+def workload_of(workspace: Workspace) -> Workload:
+    """The admission engine's view: units of one flavour, priority, and whether it may borrow."""
+    return Workload(
+        id=str(workspace.pk),
+        team=workspace.team.slug,
+        flavour=workspace.offering.flavour,
+        units=to_units(float(workspace.gpu_equivalents)),
+        priority=priorities.value(workspace.priority),
+        kind=Kind.BATCH if may_borrow(workspace.kind) else Kind.INTERACTIVE,
+        created_at=workspace.created_at.timestamp(),
+        admitted_at=workspace.admitted_at.timestamp() if workspace.admitted_at else None,
+        borrowing=workspace.borrowing,
+        preempting=workspace.preempt_at is not None,
+    )
+
+
+def _demand(offering: GpuOffering, count: int, *, cpu_millis: int, memory_mib: int, pods: int = 1) -> Demand:
+    gpu = gpu_request(offering, count)
+    return Demand(
+        resource_name=gpu.resource_name if gpu else "",
+        count=gpu.count if gpu else 0,
+        cpu_millis=cpu_millis,
+        memory_mib=memory_mib,
+        node_selector=dict(offering.node_selector),
+        pods=pods,
+        sharing=gpu.sharing if gpu else "",
+        gpu_model=offering.gpu_model,
+        mig_profile=offering.mig_profile,
+        replicas=offering.replicas,
+    )
+
+
+def demand_of(workspace: Workspace) -> Demand:
+    """The placement engine's view: what each of the workspace's pods needs."""
+    return _demand(
+        workspace.offering,
+        workspace.gpu_count,
+        cpu_millis=workspace.cpu_millis,
+        memory_mib=workspace.memory_mib,
+        pods=workspace.workers,
+    )
+
+
+def offering_demand(offering: GpuOffering) -> Demand:
+    """One pod of one unit of ``offering`` with its default CPU and memory (how many would start now?)."""
+    units = 0 if offering.kind == GpuOffering.Kind.CPU else 1
+    return _demand(offering, units, cpu_millis=offering.cpu_millis_default, memory_mib=offering.memory_mib_default)
+
+
 def spec_for(workspace: Workspace) -> WorkspaceSpec:
+    """The cluster's view: everything the manifest builders need, as plain values."""
     simulated_seconds = settings.SIMCLUSTER_JOB_SECONDS
     if simulated_seconds and str(workspace.env.get(SIM_DURATION_ENV, "")).isdigit():
         simulated_seconds = int(workspace.env[SIM_DURATION_ENV])

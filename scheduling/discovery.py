@@ -14,10 +14,9 @@ from decimal import Decimal
 from typing import Any
 
 from scheduling.engine import gpus
+from scheduling.kube.keys import GPU_RESOURCE, MIG_RESOURCE_PREFIX, PRODUCT, SHARED_RESOURCE
+from scheduling.node_gpus import read_node
 
-PRODUCT = "nvidia.com/gpu.product"
-REPLICAS = "nvidia.com/gpu.replicas"
-MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(?P<profile>.+)$")
 WHOLE_COUNTS = (1, 2, 4, 8)
 
 
@@ -43,29 +42,20 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40].strip("-")
 
 
-def _int(value: Any) -> int:
-    try:
-        return int(str(value))
-    except ValueError:
-        return 0
-
-
 def _equivalents(value: float) -> Decimal:
     return Decimal(str(value)).quantize(Decimal("0.0001"))
 
 
 def _node_proposals(node: Mapping[str, Any]) -> list[OfferingProposal]:
-    labels = node.get("metadata", {}).get("labels") or {}
-    allocatable = node.get("status", {}).get("allocatable") or {}
-    product = labels.get(PRODUCT)
+    read = read_node(node)
+    product, replicas = read.product, read.replicas
     if not product:
         return []
     model = gpus.get_model(product)
     nice = model.nvml_name
     found: list[OfferingProposal] = []
-    replicas = _int(labels.get(REPLICAS, "1")) or 1
-    for resource in ("nvidia.com/gpu", "nvidia.com/gpu.shared"):
-        units = _int(allocatable.get(resource, 0))
+    for resource in (GPU_RESOURCE, SHARED_RESOURCE):
+        units = read.devices.get(resource, 0)
         if units <= 0:
             continue
         if replicas > 1 or resource.endswith(".shared"):
@@ -84,7 +74,7 @@ def _node_proposals(node: Mapping[str, Any]) -> list[OfferingProposal]:
                 )
             )
         else:
-            gpu_count = _int(labels.get("nvidia.com/gpu.count", units))
+            gpu_count = read.count or units
             found.append(
                 OfferingProposal(
                     slug=_slug(model.key),
@@ -100,12 +90,11 @@ def _node_proposals(node: Mapping[str, Any]) -> list[OfferingProposal]:
                     description="Whole GPUs, exclusive to the workspace.",
                 )
             )
-    for resource, amount in allocatable.items():
-        match = MIG_RESOURCE.match(resource)
-        if not match or _int(amount) <= 0:
+    for resource, amount in read.devices.items():
+        if not resource.startswith(MIG_RESOURCE_PREFIX) or amount <= 0:
             continue
         profile = gpus.profile_for_resource(model, resource)
-        name = profile.name if profile else match["profile"]
+        name = profile.name if profile else resource.removeprefix(MIG_RESOURCE_PREFIX)
         found.append(
             OfferingProposal(
                 slug=_slug(f"{model.key}-{name}"),
@@ -130,7 +119,7 @@ def propose_offerings(nodes: Iterable[Mapping[str, Any]]) -> list[OfferingPropos
     for node in nodes:
         name = node.get("metadata", {}).get("name", "")
         proposals = _node_proposals(node)
-        if not proposals and not (node.get("metadata", {}).get("labels") or {}).get(PRODUCT):
+        if not proposals and not read_node(node).product:
             cpu_nodes.append(name)
         for proposal in proposals:
             by_slug.setdefault(proposal.slug, proposal).nodes.append(name)

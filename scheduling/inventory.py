@@ -35,12 +35,10 @@ from scheduling.engine.policies import make_policy
 from scheduling.engine.policies.router import Router
 from scheduling.engine.shapes import MILLI, Placement, PodShape
 from scheduling.engine.state import EXCLUSIVE, MIG, TIME_SLICED, ClusterState, build_state
+from scheduling.kube.keys import GPU_RESOURCE, GPU_TAINT_KEY, WORKSPACE_ID
+from scheduling.node_gpus import NodeGpus, capacity_by_model, read_node
 
-GPU_TAINT_KEY = "nvidia.com/gpu"
 TERMINAL_PHASES = ("Succeeded", "Failed")
-PRODUCT = "nvidia.com/gpu.product"
-WORKSPACE_LABEL = "gpuportal.io/workspace-id"
-DEVICE_PREFIX = "nvidia.com/"
 MIB = 1024 * 1024
 
 I64 = npt.NDArray[np.int64]
@@ -70,11 +68,6 @@ class NodeInfo:
     gpu_tainted: bool
 
 
-def _ready(node: Mapping[str, Any]) -> bool:
-    conditions = node.get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
 def _pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     totals: dict[str, Decimal] = {}
     for container in pod.get("spec", {}).get("containers") or []:
@@ -99,31 +92,20 @@ def _taints(node: Mapping[str, Any]) -> tuple[bool, bool]:
     return gpu, other
 
 
-def _usable(node: Mapping[str, Any]) -> bool:
-    return bool(_ready(node) and not node.get("spec", {}).get("unschedulable") and not _taints(node)[1])
-
-
-def _gpu_layout(labels: Mapping[str, str], allocatable: Mapping[str, int]) -> tuple[str, int, int, int]:
-    """(catalogue model or "", GPU count, engine mode, replicas) of a node, from GFD labels and allocatable."""
-    product = labels.get(PRODUCT, "").split("-MIG-")[0]  # MIG "single" appends the profile
-    try:
-        model = gpus.get_model(product).key if product else ""
-    except gpus.UnknownGpuModel:
-        model = ""
-    count = int(labels.get("nvidia.com/gpu.count", "0") or 0)
-    if not model or not count:
+def _gpu_layout(node: NodeGpus) -> tuple[str, int, int, int]:
+    """(catalogue model or "", GPU count, engine mode, replicas) of a node."""
+    if not node.model or not node.count:
         return "", 0, EXCLUSIVE, 0
-    if any(name.startswith(DEVICE_PREFIX + "mig-") and n > 0 for name, n in allocatable.items()):
+    if node.has_mig_devices:
         try:
-            mig.geometry_for(model)
+            mig.geometry_for(node.model)
         except gpus.MigNotSupported:
-            return model, 0, EXCLUSIVE, 0
-        return model, count, MIG, 0
-    replicas = int(labels.get("nvidia.com/gpu.replicas", "1") or 1)
-    if replicas > 1:
-        return model, count, TIME_SLICED, replicas
-    # Unhealthy GPUs leave allocatable, not the count label: the engine sees only the healthy ones.
-    return model, min(count, allocatable.get(DEVICE_PREFIX + "gpu", 0)), EXCLUSIVE, 0
+            return node.model, 0, EXCLUSIVE, 0
+        return node.model, node.count, MIG, 0
+    if node.replicas > 1:
+        return node.model, node.count, TIME_SLICED, node.replicas
+    # The engine sees only the healthy GPUs.
+    return node.model, node.healthy_whole_gpus, EXCLUSIVE, 0
 
 
 def _profile_of(model: str, resource: str) -> str | None:
@@ -163,6 +145,7 @@ class Capacity:
     state: ClusterState
     free: dict[str, I64]  # device-plugin resource -> free count per node
     bound: frozenset[int] = frozenset()  # workspaces with at least one pod on a node
+    by_model: dict[str, int] = field(default_factory=dict)  # quota capacity per GPU model (node_gpus)
     router: Router = field(default_factory=live_router)
     _selectors: dict[tuple[tuple[str, str], ...], Mask] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -180,17 +163,19 @@ class Capacity:
         layouts: list[tuple[str, int, int, int]] = []
         cpu: list[int] = []
         memory: list[int] = []
+        read_all: list[NodeGpus] = []
         for node in nodes:
-            if not _usable(node):
+            gpu_tainted, other_taints = _taints(node)
+            read = read_node(node)
+            read_all.append(read)
+            if not read.ready or read.cordoned or other_taints:
                 continue
-            labels = dict(node["metadata"].get("labels") or {})
-            raw = {k: Decimal(parse_quantity(v)) for k, v in (node["status"].get("allocatable") or {}).items()}
-            alloc = {k: int(v) for k, v in raw.items() if k.startswith(DEVICE_PREFIX)}
-            infos.append(NodeInfo(node["metadata"]["name"], labels, _taints(node)[0]))
-            allocs.append(alloc)
-            layouts.append(_gpu_layout(labels, alloc))
-            cpu.append(int(raw.get("cpu", Decimal(0)) * 1000))
-            memory.append(int(raw.get("memory", Decimal(0)) // MIB))
+            allocatable = node["status"].get("allocatable") or {}
+            infos.append(NodeInfo(read.name, dict(read.labels), gpu_tainted))
+            allocs.append(dict(read.devices))
+            layouts.append(_gpu_layout(read))
+            cpu.append(int(Decimal(parse_quantity(allocatable.get("cpu", 0))) * 1000))
+            memory.append(int(Decimal(parse_quantity(allocatable.get("memory", 0))) // MIB))
         state = build_state(
             [n.name for n in infos],
             [layout[0] for layout in layouts],
@@ -202,7 +187,7 @@ class Capacity:
         )
         names = sorted({name for alloc in allocs for name in alloc})
         free = {name: np.array([alloc.get(name, 0) for alloc in allocs], dtype=np.int64) for name in names}
-        capacity = cls(infos, state, free, router=router or live_router())
+        capacity = cls(infos, state, free, by_model=capacity_by_model(read_all), router=router or live_router())
         capacity._occupy_all(pods)
         return capacity
 
@@ -214,7 +199,7 @@ class Capacity:
             node = self._index.get(pod.get("spec", {}).get("nodeName") or "")
             if node is None or pod.get("status", {}).get("phase") in TERMINAL_PHASES:
                 continue
-            workspace = (pod.get("metadata", {}).get("labels") or {}).get(WORKSPACE_LABEL, "")
+            workspace = (pod.get("metadata", {}).get("labels") or {}).get(WORKSPACE_ID, "")
             if workspace.isdigit():
                 bound.add(int(workspace))
             requests = _pod_requests(pod)
@@ -246,7 +231,7 @@ class Capacity:
         if mode == MIG:
             profile = _profile_of(model, resource)
             return device_shapes("mig", model, count, profile=profile) if profile else []
-        if resource != DEVICE_PREFIX + "gpu":
+        if resource != GPU_RESOURCE:
             return []
         if mode == TIME_SLICED:
             return device_shapes("time-sliced", model, count, replicas=int(self.state.ts_replicas[node]))

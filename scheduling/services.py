@@ -1,7 +1,8 @@
-"""What the web side may ask of the cluster, without knowing how the cluster is reached.
+"""The one door from ``workspaces`` into ``scheduling``: what the web side may ask of the scheduler.
 
-Pages and API views call these; they return plain values and turn cluster trouble into a readable
-message instead of an error page.
+Pages, API views and workspace actions call these and nothing else of ``scheduling`` (an import contract in
+pyproject.toml holds them to it). They return plain values, hand cluster work to the scheduling tasks by
+name, and turn cluster trouble into a readable message instead of an error page.
 """
 
 from __future__ import annotations
@@ -13,16 +14,44 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 
-from scheduling.demand import spec_for
-from scheduling.inventory import Capacity, Demand
+from portal.queue import enqueue, enqueue_coalesced
+from scheduling.demand import offering_demand, spec_for
+from scheduling.inventory import Capacity
 from scheduling.kube import names
 from scheduling.kube.calls import KubeError
 from scheduling.kube.client import KubeNotConfigured, api_client, kube
+from scheduling.kube.spec import env_name_problem
+from scheduling.loops import tasknames
 from scheduling.loops.provisioning import notebook_base_url
+from scheduling.quota.rules import TeamRules, never_fits, quota_summaries, team_rules
 from workspaces.models import GpuOffering, Workspace
+
+__all__ = [
+    "TeamRules",
+    "cluster_events",
+    "env_name_problem",
+    "free_units",
+    "never_fits",
+    "notebook_url",
+    "quota_summaries",
+    "recent_logs",
+    "request_cycle",
+    "team_rules",
+    "tear_down",
+]
 
 log = logging.getLogger(__name__)
 CAPACITY_CACHE_SECONDS = 5
+
+
+def request_cycle() -> None:
+    """Run a scheduling cycle soon (after this transaction commits); a burst of calls makes one cycle."""
+    enqueue_coalesced(tasknames.RUN_CYCLE)
+
+
+def tear_down(workspace_id: int, *, delete_home: bool) -> None:
+    """Remove the workspace's pods and services after commit; its home volume too when ``delete_home``."""
+    enqueue(tasknames.TEARDOWN, workspace_id, delete_home)
 
 
 def _capacity() -> Capacity | None:
@@ -47,14 +76,7 @@ def free_units(offerings: Iterable[GpuOffering]) -> dict[str, int | None]:
         if capacity is None:
             result[offering.slug] = None
             continue
-        demand = Demand(
-            resource_name=offering.resource_name if offering.kind != GpuOffering.Kind.CPU else "",
-            count=1 if offering.kind != GpuOffering.Kind.CPU else 0,
-            cpu_millis=offering.cpu_millis_default,
-            memory_mib=offering.memory_mib_default,
-            node_selector=dict(offering.node_selector),
-        )
-        result[offering.slug] = capacity.free_units(demand)
+        result[offering.slug] = capacity.free_units(offering_demand(offering))
     cache.set(key, result, CAPACITY_CACHE_SECONDS)
     return result
 

@@ -9,7 +9,7 @@ from celery import shared_task
 from portal.queue import enqueue_coalesced, mark_started
 from scheduling.kube.calls import TransientKubeError
 from scheduling.kube.client import kube
-from scheduling.loops import cycle, provisioning, reconcile
+from scheduling.loops import cycle, provisioning, reconcile, tasknames
 from scheduling.loops.locks import single_flight
 
 # Transient cluster errors (timeouts, 5xx, 429) retry with exponential backoff; anything else is a bug
@@ -23,25 +23,25 @@ RETRY: dict[str, Any] = {
 }
 
 
-@shared_task(name="scheduling.run_cycle", **RETRY)
+@shared_task(name=tasknames.RUN_CYCLE, **RETRY)
 def run_cycle() -> int:
-    mark_started("scheduling.run_cycle")  # requests arriving from now on trigger a further cycle
+    mark_started(tasknames.RUN_CYCLE)  # requests arriving from now on trigger a further cycle
     return cycle.run_cycle(kube())
 
 
-@shared_task(name="scheduling.provision_workspace", **RETRY)
+@shared_task(name=tasknames.PROVISION, **RETRY)
 def provision_workspace(workspace_id: int) -> None:
     provisioning.provision(kube(), workspace_id)
 
 
-@shared_task(name="scheduling.teardown_workspace", **RETRY)
+@shared_task(name=tasknames.TEARDOWN, **RETRY)
 def teardown_workspace(workspace_id: int, delete_volume: bool) -> None:
     provisioning.teardown(kube(), workspace_id, delete_volume=delete_volume)
     # A release may let queued workspaces start.
-    enqueue_coalesced("scheduling.run_cycle")
+    enqueue_coalesced(tasknames.RUN_CYCLE)
 
 
-@shared_task(name="scheduling.reconcile", **RETRY)
+@shared_task(name=tasknames.RECONCILE, **RETRY)
 def reconcile_cluster() -> dict[str, int]:
     # Safe to run concurrently, but two passes at once only double the work.
     with single_flight("reconcile") as acquired:

@@ -20,10 +20,12 @@ from django.utils.dateparse import parse_datetime
 from portal import access
 from portal.http import AuthenticatedRequest
 from portal.models import Team
-from scheduling import charts, workloads
+from scheduling import charts
 from scheduling.kube.calls import KubeError
 from scheduling.kube.client import KubeNotConfigured, kube
+from scheduling.kube.keys import DEVICE_PREFIX
 from scheduling.models import DepartmentCap, MemberCap, TeamQuota
+from scheduling.node_gpus import capacity_by_model, read_node
 from scheduling.queue_view import queue_entries
 from scheduling.quota import actions as quota_actions
 from scheduling.quota import rules as quota
@@ -146,31 +148,23 @@ def team_quota_page(request: AuthenticatedRequest, team_id: int) -> HttpResponse
 
 def _node_rows(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
-    for node in nodes:
-        labels = node["metadata"].get("labels") or {}
-        allocatable = node.get("status", {}).get("allocatable") or {}
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in node.get("status", {}).get("conditions") or []
-        )
-        replicas = int(labels.get("nvidia.com/gpu.replicas", "1") or 1)
-        if labels.get("nvidia.com/mig.config", "all-disabled") not in ("all-disabled", ""):
-            mode = f"MIG {labels['nvidia.com/mig.config']} ({labels.get('nvidia.com/mig.config.state', '?')})"
-        elif replicas > 1:
-            mode = f"time-sliced x{replicas}"
+    for node in map(read_node, nodes):
+        if node.mig_enabled:
+            mode = f"MIG {node.mig_config} ({node.mig_state or '?'})"
+        elif node.replicas > 1:
+            mode = f"time-sliced x{node.replicas}"
         else:
-            mode = "whole GPUs" if labels.get("nvidia.com/gpu.product") else "CPU only"
-        gpu_resources = {k: v for k, v in allocatable.items() if k.startswith("nvidia.com/") and v not in ("0", 0)}
+            mode = "whole GPUs" if node.product else "CPU only"
         rows.append(
             {
-                "name": node["metadata"]["name"],
-                "product": labels.get("nvidia.com/gpu.product", ""),
-                "count": labels.get("nvidia.com/gpu.count", "0"),
+                "name": node.name,
+                "product": node.product,
+                "count": node.count,
                 "mode": mode,
                 "resources": ", ".join(
-                    f"{k.removeprefix('nvidia.com/')}: {v}" for k, v in sorted(gpu_resources.items())
+                    f"{k.removeprefix(DEVICE_PREFIX)}: {v}" for k, v in sorted(node.devices.items()) if v
                 ),
-                "ready": ready and not node.get("spec", {}).get("unschedulable"),
+                "ready": node.ready and not node.cordoned,
             }
         )
     return rows
@@ -179,14 +173,13 @@ def _node_rows(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @login_required
 def cluster_page(request: AuthenticatedRequest) -> HttpResponse:
     """Operators: nodes and their GPU modes, capacity per GPU model against the sum of guarantees."""
-    if not request.user.is_operator:
-        raise PermissionDenied("Only operators see the cluster page.")
+    access.require_operator(request.user, "see the cluster page")
     try:
         nodes = kube().list("Node", None, "")
         error = ""
     except (KubeError, KubeNotConfigured) as exc:
         nodes, error = [], str(exc)
-    capacity = {flavour: Decimal(units) / 1000 for flavour, units in workloads.capacity_of(nodes).items()}
+    capacity = {flavour: Decimal(units) / 1000 for flavour, units in capacity_by_model(map(read_node, nodes)).items()}
     guaranteed = dict(
         TeamQuota.objects.values("flavour").annotate(total=Sum("guaranteed")).values_list("flavour", "total")
     )

@@ -11,6 +11,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from portal.access import is_operator
 from portal.models import Membership
 from workspaces.models import Workspace
 
@@ -28,9 +29,11 @@ def access_workspace_by_id(user: Any, workspace_id: int | str) -> Workspace:
 
 
 def can_change_workspace(user: Any, workspace: Workspace) -> bool:
+    if is_operator(user):
+        return True
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return False
-    if workspace.owner_id == user.pk or user.is_operator:
+    if workspace.owner_id == user.pk:
         return True
     return Membership.objects.filter(team_id=workspace.team_id, user=user, role=Membership.Role.LEAD).exists()
 

@@ -12,32 +12,45 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from portal.queue import enqueue, enqueue_coalesced
-from scheduling.quota import rules as quota
+from scheduling import services
 from workspaces import policy
+from workspaces.images import ImageRefused, image_reference
 from workspaces.models import GpuOffering, Workspace
 from workspaces.transitions import State, note, transition
 
-RUN_CYCLE = "scheduling.run_cycle"
-TEARDOWN = "scheduling.teardown_workspace"
+
+def _team_problems(data: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+    """The rules that depend on the team and the catalogue: its lead's policy, its quota, the images it may
+    run. Returns the problems by field, and the request with its runtime and image resolved."""
+    team, offering, kind = data["team"], data["offering"], data["kind"]
+    errors: dict[str, str] = {}
+    rules = services.team_rules(team.pk)
+    hours = data.get("max_runtime_hours") or rules.default_runtime_hours
+    if hours > rules.max_runtime_hours:
+        errors["max_runtime_hours"] = f"At most {rules.max_runtime_hours} hours."
+    if rules.allowed_offerings and offering.slug not in rules.allowed_offerings:
+        errors["offering"] = f"{team.name}'s lead does not allow {offering.display_name}."
+    image = data["image"]
+    try:
+        image = image_reference(image, kind)
+    except ImageRefused as exc:
+        errors["image"] = str(exc)
+    if offering.kind != GpuOffering.Kind.CPU:
+        why = services.never_fits(team, offering.flavour, kind, data["gpu_equivalents"])
+        if why:
+            errors["gpu_count"] = why
+    return errors, data | {"image": image, "max_runtime_seconds": hours * 3600}
 
 
 @transaction.atomic
 def do_request_workspace(user: Any, data: dict[str, Any]) -> Workspace:
-    """Queue a validated request (see ``WorkspaceRequestSerializer``) and trigger a scheduling cycle."""
+    """Check a request's team rules and queue it, then trigger a scheduling cycle.
+
+    ``data`` is what ``WorkspaceRequestSerializer`` validated (its shape and the portal's limits)."""
+    errors, data = _team_problems(data)
+    if errors:
+        raise ValidationError(errors)
     offering: GpuOffering = data["offering"]
-    if offering.kind != GpuOffering.Kind.CPU:
-        limits = quota.limits(data["team"].pk, offering.flavour)
-        # Notebooks run within the guarantee only; batch jobs may also borrow up to the borrowing limit.
-        ceiling = limits.guaranteed + (limits.borrow_limit if data["kind"] == Workspace.Kind.JOB else 0)
-        if data["gpu_equivalents"] > ceiling:
-            raise ValidationError(
-                {
-                    "gpu_count": f"{data['team'].name} may use at most {ceiling.normalize():f} GPU-equivalents of "
-                    f"{offering.flavour} for this kind of workspace; this request needs "
-                    f"{data['gpu_equivalents'].normalize():f}, so it could never start."
-                }
-            )
     workspace = Workspace.objects.create(
         name=data["name"],
         kind=data["kind"],
@@ -59,7 +72,7 @@ def do_request_workspace(user: Any, data: dict[str, Any]) -> Workspace:
         reason="Waiting for the scheduler.",
     )
     note(workspace, f"Requested by {user.get_username()}: {offering.display_name} x{workspace.gpu_count}.")
-    enqueue_coalesced(RUN_CYCLE)
+    services.request_cycle()
     return workspace
 
 
@@ -77,7 +90,7 @@ def do_stop(user: Any, workspace: Workspace) -> Workspace:
         transition(workspace, State.CANCELLED, f"Cancelled by {who} before it started.")
     elif workspace.is_active:
         transition(workspace, State.STOPPING, f"Stopped by {who}; the home volume is kept.")
-        enqueue(TEARDOWN, workspace.pk, False)
+        services.tear_down(workspace.pk, delete_home=False)
     else:
         raise ValidationError(f"A {workspace.get_state_display().lower()} workspace cannot be stopped.")
     return workspace
@@ -93,14 +106,13 @@ def do_resume(user: Any, workspace: Workspace) -> Workspace:
         workspace,
         State.QUEUED,
         f"Resumed by {user.get_username()} with the same home volume.",
-        generation=workspace.generation + 1,
         node_name="",
         pinned_node="",
         admitted_at=None,
         started_at=None,
         finished_at=None,
     )
-    enqueue_coalesced(RUN_CYCLE)
+    services.request_cycle()
     return workspace
 
 
@@ -116,7 +128,7 @@ def do_delete(user: Any, workspace: Workspace) -> Workspace:
         f"Deleted by {user.get_username()}; its pods, services and home volume are removed.",
         expected=[workspace.state],
     )
-    enqueue(TEARDOWN, workspace.pk, True)
+    services.tear_down(workspace.pk, delete_home=True)
     return workspace
 
 

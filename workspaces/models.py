@@ -6,6 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
@@ -110,6 +111,21 @@ class AllowedRegistry(models.Model):
         return self.prefix
 
 
+def kind_problems(kind: str, *, workers: int, command: list[str]) -> dict[str, str]:
+    """What a workspace of ``kind`` may not be, by field: a notebook has one worker and runs the image's
+    Jupyter server; a training job says what to run."""
+    if kind == Workspace.Kind.NOTEBOOK:
+        problems = {}
+        if workers != 1:
+            problems["workers"] = "A notebook has exactly one worker."
+        if command:
+            problems["command"] = "Notebooks run the image's Jupyter server; a command is only for training jobs."
+        return problems
+    if not command:
+        return {"command": 'A training job needs a command, e.g. ["python", "train.py"].'}
+    return {}
+
+
 class Workspace(models.Model):
     """A researcher's notebook or training job, from request to its end."""
 
@@ -183,9 +199,7 @@ class Workspace(models.Model):
     pinned_node = models.CharField(
         max_length=253, blank=True, help_text="The node the placement engine chose; its pods are pinned there."
     )
-    namespace = models.CharField(max_length=63, blank=True)
     token_salt = models.CharField(max_length=32, blank=True)
-    generation = models.PositiveIntegerField(default=0, help_text="Counts resumes; names stay stable.")
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
@@ -200,6 +214,15 @@ class Workspace(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display()}, {self.state})"
+
+    def clean(self) -> None:
+        errors = kind_problems(self.kind, workers=self.workers, command=self.command)
+        if self.kind == self.Kind.NOTEBOOK and self.priority != self.Priority.INTERACTIVE:
+            errors["priority"] = "Notebooks are interactive: they run within guarantee and are never preempted."
+        if self.offering_id and (self.offering.kind == GpuOffering.Kind.CPU) != (self.gpu_count == 0):
+            errors["gpu_count"] = "CPU-only offerings have no GPUs; GPU offerings need at least one."
+        if errors:
+            raise ValidationError(errors)
 
     @property
     def is_active(self) -> bool:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from scheduling.kube.spec import env_name_problem
+from scheduling.services import env_name_problem
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 IMAGE_REFERENCE = re.compile(

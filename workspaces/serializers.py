@@ -8,10 +8,9 @@ from typing import Any
 from rest_framework import serializers
 
 from portal.models import Membership, Team
-from scheduling.quota import rules as quota
 from workspaces import policy
 from workspaces.deadlines import workspace_deadline
-from workspaces.models import AllowedRegistry, GpuOffering, Image, Workspace, WorkspaceEvent
+from workspaces.models import GpuOffering, Image, Workspace, WorkspaceEvent, kind_problems
 
 
 class OfferingSerializer(serializers.ModelSerializer[GpuOffering]):
@@ -104,7 +103,10 @@ class WorkspaceDetailSerializer(WorkspaceSerializer):
 
 
 class WorkspaceRequestSerializer(serializers.Serializer[dict[str, Any]]):
-    """Everything a researcher may ask for, checked against policy, the catalogue and their teams."""
+    """The shape of a request, checked against the portal's limits and the chosen offering.
+
+    Rules that depend on the team (its lead's policy, its quota) or on the image catalogue are checked by
+    ``actions.do_request_workspace``, which both the page and the API call next."""
 
     kind = serializers.ChoiceField(choices=Workspace.Kind.choices)
     name = serializers.RegexField(
@@ -165,26 +167,15 @@ class WorkspaceRequestSerializer(serializers.Serializer[dict[str, Any]]):
             data["gpu_count"] = 0
         elif data["gpu_count"] not in allowed:
             errors["gpu_count"] = f"{offering.display_name} comes in counts of {', '.join(map(str, allowed))} per pod."
+        errors |= kind_problems(kind, workers=data["workers"], command=data["command"])
         if kind == Workspace.Kind.NOTEBOOK:
             if data.get("priority"):
                 errors["priority"] = "Notebooks are interactive: they run within guarantee and are never preempted."
             data["priority"] = Workspace.Priority.INTERACTIVE
-            if data["workers"] != 1:
-                errors["workers"] = "A notebook has exactly one worker."
-            if data["command"]:
-                errors["command"] = "Notebooks run the image's Jupyter server; a command is only for training jobs."
         else:
             data.setdefault("priority", Workspace.Priority.NORMAL)
-            if not data["command"]:
-                errors["command"] = 'A training job needs a command, e.g. ["python", "train.py"].'
             if data["workers"] > limits.max_workers:
                 errors["workers"] = f"At most {limits.max_workers} workers."
-        rules = quota.team_rules(data["team"].pk)
-        hours = data.get("max_runtime_hours") or rules.default_runtime_hours
-        if hours > rules.max_runtime_hours:
-            errors["max_runtime_hours"] = f"At most {rules.max_runtime_hours} hours."
-        if rules.allowed_offerings and offering.slug not in rules.allowed_offerings:
-            errors["offering"] = f"{data['team'].name}'s lead does not allow {offering.display_name}."
         if data["home_volume_gib"] > limits.max_home_volume_gib:
             errors["home_volume_gib"] = f"At most {limits.max_home_volume_gib} GiB."
         cpu = data.get("cpu_millis") or offering.cpu_millis_default
@@ -193,36 +184,10 @@ class WorkspaceRequestSerializer(serializers.Serializer[dict[str, Any]]):
             errors["cpu_millis"] = f"{offering.display_name} allows at most {offering.cpu_millis_max} millicores."
         if memory > offering.memory_mib_max:
             errors["memory_mib"] = f"{offering.display_name} allows at most {offering.memory_mib_max} MiB."
-        image_error = self._image_problem(data["image"], kind)
-        if image_error:
-            errors["image"] = image_error
         if errors:
             raise serializers.ValidationError(errors)
-        data["image"] = self._resolve_image(data["image"], kind)
-        data["max_runtime_seconds"] = hours * 3600
         data["cpu_millis"] = cpu
         data["memory_mib"] = memory
         units = data["gpu_count"] * data["workers"]
         data["gpu_equivalents"] = (offering.gpu_equivalents * units).quantize(Decimal("0.0001"))
         return data
-
-    @staticmethod
-    def _catalogue_image(value: str, kind: str) -> Image | None:
-        return Image.objects.filter(enabled=True, kind=kind).filter(slug=value).first() or (
-            Image.objects.filter(enabled=True, kind=kind, reference=value).first()
-        )
-
-    def _image_problem(self, value: str, kind: str) -> str | None:
-        if self._catalogue_image(value, kind):
-            return None
-        if "/" not in value:
-            return f"There is no {kind} image called {value!r} in the catalogue."
-        if not policy.IMAGE_REFERENCE.match(value):
-            return f"{value!r} is not an image reference like registry.example.org/team/image:tag."
-        if not any(value.startswith(r.prefix) for r in AllowedRegistry.objects.all()):
-            return f"Images from {value.split('/')[0]} are not allowed; ask an operator to allow the registry."
-        return None
-
-    def _resolve_image(self, value: str, kind: str) -> str:
-        image = self._catalogue_image(value, kind)
-        return image.reference if image else value

@@ -15,7 +15,6 @@ from django.views.decorators.http import require_POST
 from portal.http import AuthenticatedRequest
 from portal.models import Membership
 from scheduling import services
-from scheduling.quota import rules as quota
 from workspaces import access, actions, policy
 from workspaces.models import GpuOffering, Image, Workspace
 from workspaces.serializers import WorkspaceRequestSerializer
@@ -31,7 +30,7 @@ def _form_context(request: AuthenticatedRequest) -> dict[str, Any]:
     offerings = list(GpuOffering.objects.filter(enabled=True))
     free = services.free_units(offerings)
     teams = [m.team for m in Membership.objects.filter(user=request.user).select_related("team")]
-    summaries = quota.quota_summaries(team.pk for team in teams)
+    summaries = services.quota_summaries(team.pk for team in teams)
     rows = []
     for offering in offerings:
         left = {}

@@ -12,6 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from portal.access import is_operator
 from scheduling import services
 from workspaces import access, actions
 from workspaces.models import GpuOffering, Image, Workspace
@@ -31,7 +32,7 @@ class IsOperatorOrReadOnly(permissions.BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         if request.method in permissions.SAFE_METHODS:
             return bool(request.user and request.user.is_authenticated)
-        return bool(getattr(request.user, "is_operator", False))
+        return is_operator(request.user)
 
 
 class CatalogueViewSet(viewsets.ModelViewSet[Any]):
@@ -43,7 +44,7 @@ class CatalogueViewSet(viewsets.ModelViewSet[Any]):
 
     def get_queryset(self) -> QuerySet[Any]:
         queryset: QuerySet[Any] = self.catalogue.all()
-        if not getattr(self.request.user, "is_operator", False):
+        if not is_operator(self.request.user):
             queryset = queryset.filter(enabled=True)
         return queryset
 

@@ -7,6 +7,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from portal import access
 from portal.models import Department, Membership, Team, User
 
 
@@ -40,8 +41,7 @@ class TeamSerializer(serializers.ModelSerializer[Team]):
         return roles.get(team.pk)
 
     def get_can_manage(self, team: Team) -> bool:
-        user = self.context["request"].user
-        return bool(user.is_operator or self.get_my_role(team) == Membership.Role.LEAD)
+        return access.manages_with_role(self.context["request"].user, self.get_my_role(team))
 
 
 class MembershipWriteSerializer(serializers.Serializer[dict[str, Any]]):

@@ -23,7 +23,6 @@ sent to a broker. Every row it creates is named ``bc-...`` and removed at the en
 from __future__ import annotations
 
 import random
-import re
 import statistics
 import tempfile
 import time
@@ -42,14 +41,15 @@ from django.db.models import Sum
 from django.test import override_settings
 from django.utils import timezone
 
-from portal.celery import app
 from portal.models import Department, Membership, Team, User
+from scheduling.benchmarks.measuring import QueryLog, TimedKube, unsent_tasks
 from scheduling.demand import spec_for
-from scheduling.discovery import PRODUCT, propose_offerings
+from scheduling.discovery import propose_offerings
 from scheduling.engine import gpus
 from scheduling.kube import manifests, names
 from scheduling.kube.calls import Kube, Objects
 from scheduling.kube.client import kube, reset_client
+from scheduling.kube.keys import PRODUCT
 from scheduling.loops.cycle import run_cycle
 from scheduling.models import TeamQuota
 from scheduling.simcluster.controllers import Timings
@@ -200,113 +200,7 @@ def bench_cluster(scenario: Scenario) -> Iterator[SimCluster]:
                 reset_client()
 
 
-# --- measuring -------------------------------------------------------------------------------------------
-
-
-class TimedKube(Kube):
-    """The portal's Kube, timing each read by verb and kind (the cycle only reads the cluster)."""
-
-    def __init__(self, base: Kube) -> None:
-        super().__init__(base.api_client, base.timeout)
-        self.seconds: defaultdict[str, float] = defaultdict(float)
-        self.calls = 0
-
-    @contextmanager
-    def _timed(self, what: str) -> Iterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[what] += time.perf_counter() - started
-            self.calls += 1
-
-    def list(self, kind: str, namespace: str | None, label_selector: str = "") -> Objects:
-        with self._timed(f"list {kind}"):
-            return super().list(kind, namespace, label_selector)
-
-    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        with self._timed(f"get {kind}"):
-            return super().get(kind, namespace, name)
-
-    def reset(self) -> None:
-        self.seconds.clear()
-        self.calls = 0
-
-
-_LITERALS = re.compile(r"'(?:[^']|'')*'|\d+(?:\.\d+)?")  # also inside savepoint names (s123_x4)
-_LISTS = re.compile(r"\((?:(?:\?|%s), )+(?:\?|%s)\)")
-
-
-def statement_shape(sql: str) -> str:
-    """The SQL with literals as ``?`` and IN-lists folded, so one query per row shows as one shape."""
-    return _LISTS.sub("(...)", _LITERALS.sub("?", sql))
-
-
-class QueryLog:
-    """Counts and times every SQL statement and commit on this thread's connection.
-
-    Statements through ``connection.execute_wrapper`` (precise to the microsecond, no debug cursor);
-    commits do not pass through it, yet each admission is a transaction of its own, so its COMMIT (a
-    round trip, an fsync) is timed by wrapping the connection's ``commit`` meanwhile.
-    """
-
-    def __init__(self) -> None:
-        self.shapes: Counter[str] = Counter()
-        self.seconds = 0.0
-
-    def __call__(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
-        with self._timed(statement_shape(sql)):
-            return execute(sql, params, many, context)
-
-    @contextmanager
-    def _timed(self, shape: str) -> Iterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds += time.perf_counter() - started
-            self.shapes[shape] += 1
-
-    @contextmanager
-    def recording(self) -> Iterator[None]:
-        commit = connection.commit
-
-        def timed_commit() -> None:
-            with self._timed("COMMIT"):
-                commit()
-
-        connection.commit = timed_commit  # type: ignore[method-assign] # undone below
-        try:
-            with connection.execute_wrapper(self):
-                yield
-        finally:
-            del connection.commit
-
-    @property
-    def count(self) -> int:
-        return sum(self.shapes.values())
-
-    def repeated(self, top: int = 6) -> list[tuple[int, str]]:
-        return [(n, shape[:300]) for shape, n in self.shapes.most_common(top) if n > 1]
-
-
-@contextmanager
-def unsent_tasks() -> Iterator[Counter[str]]:
-    """Count the Celery tasks enqueued meanwhile instead of sending them: no worker ever provisions
-    anything for the benchmark, whatever broker the settings name."""
-    sent: Counter[str] = Counter()
-
-    def record(name: str, *args: Any, **kwargs: Any) -> None:
-        sent[name] += 1
-
-    eager = app.conf.task_always_eager
-    app.conf.task_always_eager = False  # eager tasks would run right here instead of reaching send_task
-    app.send_task = record  # type: ignore[method-assign,assignment] # undone below
-    try:
-        yield sent
-    finally:
-        del app.send_task
-        app.conf.task_always_eager = eager
+# --- measuring (the instruments: scheduling/benchmarks/measuring.py) ------------------------------------
 
 
 def timed_cycle(timed_kube: TimedKube, tasks: Counter[str]) -> CycleFigures:
@@ -538,7 +432,6 @@ def load_cluster(kube: Kube, world: World, nodes: Objects, busy: float) -> int:
     for workspace, node_name in placed:
         workspace.state = State.RUNNING
         workspace.node_name = node_name
-        workspace.namespace = names.namespace_for(workspace.team.slug)
         workspace.admitted_at = workspace.started_at = now
     rows = Workspace.objects.bulk_create(w for w, _ in placed)
     for team in world.teams:
@@ -563,9 +456,8 @@ def start_admitted(kube: Kube) -> int:
     now = timezone.now()
     for workspace in admitted:
         workspace.state = State.RUNNING
-        workspace.namespace = names.namespace_for(workspace.team.slug)
         workspace.started_at = now
-    Workspace.objects.bulk_update(admitted, ["state", "namespace", "started_at"])
+    Workspace.objects.bulk_update(admitted, ["state", "started_at"])
     return len(admitted)
 
 
@@ -579,7 +471,7 @@ def finish_some(kube: Kube, world: World, share: float) -> int:
     done = world.rng.sample(running, round(len(running) * share))
     for workspace in done:
         for index in range(workspace.workers):
-            kube.delete("Pod", workspace.namespace, _pod_name(workspace, index))
+            kube.delete("Pod", names.namespace_for(workspace.team.slug), _pod_name(workspace, index))
     Workspace.objects.filter(pk__in=[w.pk for w in done]).update(state=State.SUCCEEDED, finished_at=timezone.now())
     return len(done)
 

@@ -36,13 +36,12 @@ from __future__ import annotations
 import math
 import os
 import queue as queues
-import re
 import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -55,6 +54,7 @@ from django.utils import timezone
 
 from portal.models import Department, Membership, Team, User
 from scheduling.benchmarks import stack as benchstack
+from scheduling.benchmarks.profile import MACHINE, CpuMeter, Profile, task_times
 from scheduling.benchmarks.queue import KUEUE, KUEUE_ADMISSIONS_PER_S, figures, rows
 from scheduling.benchmarks.queue_sim import (
     DEFAULT_SCENARIO,
@@ -69,9 +69,10 @@ from scheduling.demand import SIM_DURATION_ENV
 from scheduling.engine.admission import DEFAULT_POLICY
 from scheduling.engine.quota import UNIT, Kind
 from scheduling.kube.client import reset_client
+from scheduling.loops import tasknames
 from scheduling.models import TeamQuota
 from workspaces import actions
-from workspaces.models import GpuOffering, Workspace, WorkspaceEvent
+from workspaces.models import GpuOffering, Image, Workspace, WorkspaceEvent
 
 PREFIX = "qb-"  # departments and teams of the benchmark; removed before and after a run
 USER = "qbench"
@@ -81,9 +82,7 @@ JOB_PRIORITIES = (Workspace.Priority.BATCH, Workspace.Priority.NORMAL, Workspace
 MAX_WORKERS = 16  # the Workspace.workers validator
 CPU_MILLIS_PER_GPU = 2000
 MEMORY_MIB_PER_GPU = 8192
-MACHINE = "whole machine (every process, not only ours)"
 OTHERS = "other processes (work sharing this machine)"
-_TASK_DONE = re.compile(r"Task (\S+)\[[0-9a-f-]+\] succeeded in ([0-9.]+)s")
 
 
 @dataclass(frozen=True)
@@ -229,6 +228,7 @@ def cleanup() -> None:
     Team.objects.filter(slug__startswith=PREFIX).delete()
     Department.objects.filter(slug__startswith=PREFIX).delete()
     GpuOffering.objects.filter(slug=OFFERING).delete()
+    Image.objects.filter(slug=OFFERING).delete()
     User.objects.filter(username=USER).delete()
 
 
@@ -236,6 +236,7 @@ def setup_org(plan: Plan) -> Org:
     cleanup()
     user = User.objects.create_user(USER)
     offering = benchstack.whole_gpu_offering(OFFERING)
+    Image.objects.create(slug=OFFERING, display_name="Queue bench trainer", reference=IMAGE, kind=Workspace.Kind.JOB)
     departments: dict[str, Department] = {}
     teams: dict[str, Team] = {}
     for (queue, _), quota in sorted(plan.expanded.quotas.quotas.items()):
@@ -271,7 +272,7 @@ def request_data(item: Planned, org: Org) -> dict[str, Any]:
         "env": {SIM_DURATION_ENV: str(item.sim_seconds)},
         "cpu_millis": CPU_MILLIS_PER_GPU * item.gpus_per_worker,
         "memory_mib": MEMORY_MIB_PER_GPU * item.gpus_per_worker,
-        "max_runtime_seconds": 3600,
+        "max_runtime_hours": 1,
         "home_volume_gib": 1,
         "gpu_equivalents": org.offering.gpu_equivalents * item.gpus,
         "priority": item.priority,
@@ -343,66 +344,6 @@ def wait_finished(user: User, total: int, timeout_s: float, say: Callable[[str],
                 f"{counts.get(Workspace.State.QUEUED, 0)} queued")  # fmt: skip
             next_report = now + 10
         time.sleep(0.5)
-
-
-@dataclass
-class Profile:
-    """Where the time went: CPU seconds per process over the run, and the worker's busy time per task."""
-
-    elapsed_s: float = 0.0
-    cpu_s: dict[str, float] = field(default_factory=dict)
-    task_s: dict[str, float] = field(default_factory=dict)
-    task_count: dict[str, int] = field(default_factory=dict)
-    cores: int = 1
-
-
-class _CpuMeter:
-    def __init__(self, worker_pid: int, sim_pid: int) -> None:
-        self.worker_pid, self.sim_pid = worker_pid, sim_pid
-        self.start = self._sample()
-        self.started = time.monotonic()
-
-    def _sample(self) -> dict[str, float]:
-        own = _own_cpu()
-        return {
-            "worker (Celery, beat and pool)": benchstack.cpu_seconds(self.worker_pid),
-            "simulated cluster": benchstack.cpu_seconds(self.sim_pid),
-            "PostgreSQL (every database)": benchstack.cpu_seconds_by_name("postgres"),
-            "Redis": benchstack.cpu_seconds_by_name("redis-server"),
-            "benchmark (creating workspaces, polling)": own,
-            MACHINE: _machine_busy(),
-        }
-
-    def stop(self) -> tuple[float, dict[str, float]]:
-        end = self._sample()
-        return time.monotonic() - self.started, {k: end[k] - self.start[k] for k in end}
-
-
-def _own_cpu() -> float:
-    times = os.times()
-    return float(times.user + times.system)
-
-
-def _machine_busy() -> float:
-    """Non-idle CPU seconds of the whole machine since boot (all cores), from /proc/stat."""
-    try:
-        line = Path("/proc/stat").read_text().splitlines()[0].split()
-    except OSError:
-        return 0.0
-    values = [int(v) for v in line[1:]]
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    return (sum(values[:8]) - idle) / benchstack.CLOCK_TICKS
-
-
-def task_times(log: Path) -> tuple[dict[str, float], dict[str, int]]:
-    """Busy seconds and runs per task name, from the worker's log lines ``Task X[id] succeeded in Ys``."""
-    busy: dict[str, float] = defaultdict(float)
-    runs: dict[str, int] = defaultdict(int)
-    if log.exists():
-        for match in _TASK_DONE.finditer(log.read_text(errors="replace")):
-            busy[match[1]] += float(match[2])
-            runs[match[1]] += 1
-    return dict(busy), dict(runs)
 
 
 @dataclass
@@ -515,7 +456,7 @@ def run(config: StackConfig, say: Callable[[str], None] = print) -> StackResult:
             try:
                 org = setup_org(plan)
                 _wait_ready(worker, log)
-                meter = _CpuMeter(worker.pid, sim.process.pid)
+                meter = CpuMeter(worker.pid, sim.process.pid)
                 started = time.monotonic()
                 start = timezone.now()
                 created = create_streams(plan, org, config.creators, started)
@@ -532,7 +473,7 @@ def run(config: StackConfig, say: Callable[[str], None] = print) -> StackResult:
             busy, runs = task_times(log)
     ours = sum(v for k, v in cpu.items() if k != MACHINE)
     cpu[OTHERS] = max(0.0, cpu[MACHINE] - ours)
-    result = replace(result, cycles=runs.get("scheduling.run_cycle", 0), cpu_s=ours)
+    result = replace(result, cycles=runs.get(tasknames.RUN_CYCLE, 0), cpu_s=ours)
     profile = Profile(elapsed, cpu, busy, runs, cores=os.cpu_count() or 1)
     return StackResult(
         result, config.scenario, config.scale, plan.speed, plan.nodes, config.gpus_per_node, config.concurrency,

@@ -8,6 +8,10 @@ Placement modules:
 - ``workload``: typical request shapes learned online.
 - ``policies``: first-fit, best-fit, FGD and the portal's own policy (``ours``) behind one interface.
 - ``gpus`` (GPU catalogue and MIG facts), ``mig`` (slot tables), ``mig_placement``, ``timeslice``.
-- ``trace``, ``simulate``, ``bench``, ``mig_bench``: the benchmark on the public Alibaba trace.
-- ``whatif``: replay a pod list on a modified cluster.
+
+Admission modules: ``quota`` (the quota model and its rules: ceiling, department cap), ``admission`` (the
+decision), ``fairshare`` (decayed usage).
+
+The trace benchmark and the what-if planner that use the engine live in ``scheduling.benchmarks`` and
+``scheduling.planning``.
 """

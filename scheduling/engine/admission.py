@@ -27,6 +27,11 @@ does not hold back the ones behind it, so one big request never blocks a queue; 
 guarantee reclaims from borrowers instead). StrictFIFO is available: a team's blocked head then holds back
 the rest of that team's queue in that flavour.
 
+Member caps (a lead's limit on one member's share of the team's quota) are not part of this decision: they
+are checked by the live cycle only (``scheduling/loops/cycle.py``, ``admit_one``, against the locked
+``scheduling/quota/snapshot.py``), where a member over their cap waits with "Waiting for your share". The
+queue benchmark has no members, so nothing here needs them.
+
 Waiting workloads get a reason code and a sentence, and a position: their rank among the workloads waiting
 for the flavour in the order the next cycle will take them.
 """

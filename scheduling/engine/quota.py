@@ -21,10 +21,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import StrEnum
 from functools import cached_property
+from typing import TypeVar
 
 UNIT = 1000
+# The rules below hold in admission units (int) and in the portal's stored GPU-equivalents (Decimal) alike.
+Amount = TypeVar("Amount", int, float, Decimal)
 
 
 def to_units(gpu_equivalents: float) -> int:
@@ -74,10 +78,22 @@ class TeamQuota:
 
     def limit(self, kind: Kind) -> int:
         """Most units the team may hold for work of this kind."""
-        return self.guaranteed + (self.borrow_limit if kind is Kind.BATCH else 0)
+        return ceiling(self.guaranteed, self.borrow_limit, may_borrow=kind is Kind.BATCH)
 
 
 NO_QUOTA = TeamQuota(0, 0)
+
+
+def ceiling(guaranteed: Amount, borrow_limit: Amount, *, may_borrow: bool) -> Amount:
+    """The quota ceiling: the most a team may hold is its guarantee, plus its borrowing limit for work that
+    may borrow (batch jobs; notebooks never borrow)."""
+    return guaranteed + borrow_limit if may_borrow else guaranteed
+
+
+def over_cap(guaranteed_total: Amount, cap: Amount | None) -> bool:
+    """The department-cap rule: the teams of a department may together be guaranteed at most its cap (no
+    cap: no limit of this kind)."""
+    return cap is not None and guaranteed_total > cap
 
 
 class QuotaError(ValueError):
@@ -144,7 +160,7 @@ def validate(config: QuotaConfig, admitted: Iterable[Workload] = ()) -> None:
             problems.append(f"team {team} belongs to no department")
     for (dept, flavour), cap in config.caps.items():
         total = config.guaranteed_by_department.get((dept, flavour), 0)
-        if total > cap:
+        if over_cap(total, cap):
             problems.append(
                 f"department {dept}: its teams are guaranteed {fmt_units(total)} {flavour}, "
                 f"more than its cap of {fmt_units(cap)}"

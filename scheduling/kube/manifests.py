@@ -31,15 +31,19 @@ from typing import Any
 from kubernetes import client
 
 from scheduling.kube import names
-from scheduling.kube.spec import (
+from scheduling.kube.keys import (
+    GPU_TAINT_KEY,
+    HOSTNAME,
+    MANAGED_BY,
+    MANAGER,
+    MASTER_PORT,
+    NOTEBOOK_PORT,
     SIM_DURATION_ANNOTATION,
     SIM_PROFILE_ANNOTATION,
-    WorkspaceSpec,
-    env_name_problem,
+    TEAM,
 )
+from scheduling.kube.spec import WorkspaceSpec, env_name_problem
 
-NOTEBOOK_PORT = 8888
-MASTER_PORT = 29500
 NOTEBOOK_HOME = "/home/jovyan"  # the docker-stacks user's home
 JOB_HOME = "/workspace/home"
 TOKEN_KEY = "token"  # noqa: S105 - the key inside the Secret, not a secret
@@ -47,8 +51,6 @@ JOB_TTL_SECONDS = 3600  # finished Jobs linger an hour so the reconcile loop and
 # The docker-stacks user (jovyan, uid 1000) and group (users, gid 100).
 RUN_AS_USER = 1000
 RUN_AS_GROUP = 100
-GPU_TAINT_KEY = "nvidia.com/gpu"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 Model = Any  # kubernetes.client models are untyped
 
@@ -146,7 +148,7 @@ def _affinity(spec: WorkspaceSpec) -> Model | None:
     if spec.pin_node is None:
         return None
     term = client.V1NodeSelectorTerm(
-        match_expressions=[client.V1NodeSelectorRequirement(key=HOSTNAME_LABEL, operator="In", values=[spec.pin_node])]
+        match_expressions=[client.V1NodeSelectorRequirement(key=HOSTNAME, operator="In", values=[spec.pin_node])]
     )
     return client.V1Affinity(
         node_affinity=client.V1NodeAffinity(
@@ -201,8 +203,8 @@ def make_namespace(team_slug: str) -> Model:
         metadata=client.V1ObjectMeta(
             name=names.namespace_for(team_slug),
             labels={
-                "gpuportal.io/team": names.label_value(team_slug),
-                "app.kubernetes.io/managed-by": "gpu-portal",
+                TEAM: names.label_value(team_slug),
+                MANAGED_BY: MANAGER,
                 "pod-security.kubernetes.io/enforce": "restricted",
             },
         ),
@@ -321,7 +323,7 @@ def make_priority_class(name: str, value: int, description: str) -> Model:
     return client.V1PriorityClass(
         api_version="scheduling.k8s.io/v1",
         kind="PriorityClass",
-        metadata=client.V1ObjectMeta(name=name, labels={"app.kubernetes.io/managed-by": "gpu-portal"}),
+        metadata=client.V1ObjectMeta(name=name, labels={MANAGED_BY: MANAGER}),
         value=value,
         global_default=False,
         preemption_policy="PreemptLowerPriority",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from scheduling.kube.keys import MANAGED_BY, MANAGER, OWNER, TEAM, WORKSPACE_ID
 from scheduling.kube.spec import WorkspaceSpec
 
 DNS_LABEL_MAX = 63
@@ -102,9 +103,9 @@ def common_labels(spec: WorkspaceSpec) -> dict[str, str]:
     return {
         **selector_labels(spec),
         "app.kubernetes.io/component": component(spec),
-        "app.kubernetes.io/managed-by": "gpu-portal",
-        "app.kubernetes.io/part-of": "gpu-portal",
-        "gpuportal.io/workspace-id": str(spec.workspace_id),
-        "gpuportal.io/team": label_value(spec.team_slug),
-        "gpuportal.io/owner": label_value(spec.owner),
+        MANAGED_BY: MANAGER,
+        "app.kubernetes.io/part-of": MANAGER,
+        WORKSPACE_ID: str(spec.workspace_id),
+        TEAM: label_value(spec.team_slug),
+        OWNER: label_value(spec.owner),
     }

@@ -10,9 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-SIM_PROFILE_ANNOTATION = "sim.gpuportal.io/workload-profile"
-SIM_DURATION_ANNOTATION = "sim.gpuportal.io/duration-seconds"
-
 # The one list of environment variables users may not set, read by request validation
 # (workspaces/policy.py) and again by the manifest builders. Compared upper-cased.
 # Steer which GPUs a process sees or how the GPU runtime loads: the device plugin decides (facts doc 5, 9.6).
@@ -34,12 +31,15 @@ def env_name_problem(name: str) -> str | None:
     return None
 
 
+Sharing = Literal["exclusive", "mig", "time-sliced"]
+
+
 @dataclass(frozen=True)
 class GpuRequest:
     resource_name: str  # "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/gpu.shared"
     count: int  # per pod (per worker for jobs)
     node_selector: Mapping[str, str]  # e.g. {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-    sharing: Literal["exclusive", "mig", "time-sliced"]
+    sharing: Sharing
 
 
 @dataclass(frozen=True)

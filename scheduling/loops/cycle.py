@@ -17,39 +17,21 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.queue import enqueue
-from scheduling import workloads
-from scheduling.demand import SHARING
+from scheduling.demand import demand_of, is_gpu, workload_of
 from scheduling.engine.admission import AdmissionState, Preempt, Wait, WaitReason, decide
-from scheduling.inventory import Capacity, Demand
+from scheduling.inventory import Capacity
 from scheduling.kube.calls import Kube
+from scheduling.loops import tasknames
 from scheduling.loops.locks import single_flight
 from scheduling.quota import fair_share as decayed_usage
-from scheduling.quota.snapshot import Ledger
+from scheduling.quota.rules import may_borrow, quota_config
+from scheduling.quota.snapshot import QuotaSnapshot
 from workspaces.models import GpuOffering, Workspace
 from workspaces.transitions import State, note, set_reason, transition
 
 log = logging.getLogger(__name__)
 # JSON columns the cycle never reads; decoding them for thousands of rows per cycle is measurable.
 UNUSED = ("env", "command", "offering__allowed_counts", "offering__description")
-PROVISION = "scheduling.provision_workspace"
-TEARDOWN = "scheduling.teardown_workspace"
-
-
-def demand_of(workspace: Workspace) -> Demand:
-    offering = workspace.offering
-    gpu = offering.kind != GpuOffering.Kind.CPU and workspace.gpu_count > 0
-    return Demand(
-        resource_name=offering.resource_name if gpu else "",
-        count=workspace.gpu_count if gpu else 0,
-        cpu_millis=workspace.cpu_millis,
-        memory_mib=workspace.memory_mib,
-        node_selector=dict(offering.node_selector),
-        pods=workspace.workers,
-        sharing=SHARING[GpuOffering.Kind(offering.kind)] if gpu else "",
-        gpu_model=offering.gpu_model,
-        mig_profile=offering.mig_profile,
-        replicas=offering.replicas,
-    )
 
 
 def _fmt(amount: Decimal) -> str:
@@ -57,25 +39,25 @@ def _fmt(amount: Decimal) -> str:
 
 
 def admit_one(
-    workspace: Workspace, capacity: Capacity, *, borrowing: bool = False, ledger: Ledger | None = None
+    workspace: Workspace, capacity: Capacity, *, borrowing: bool = False, quotas: QuotaSnapshot | None = None
 ) -> bool:
     """Admit ``workspace`` if its team's quota and the cluster have room; else record why it waits.
 
-    The admission engine decided in memory; this is the authoritative check against ``ledger``, read
+    The admission engine decided in memory; this is the authoritative check against ``quotas``, read
     under the quota rows' locks, so that admissions racing from several processes cannot overrun a
-    team's limit. Without a ledger it reads its team's under the lock, in a transaction of its own.
+    team's limit. Without a snapshot it reads its team's under the lock, in a transaction of its own.
     """
-    if ledger is None:
+    if quotas is None:
         with transaction.atomic():
-            own = Ledger.read([workspace.team_id], lock=True)
-            return admit_one(workspace, capacity, borrowing=borrowing, ledger=own)
+            own = QuotaSnapshot.read([workspace.team_id], lock=True)
+            return admit_one(workspace, capacity, borrowing=borrowing, quotas=own)
     offering = workspace.offering
     if offering.kind != GpuOffering.Kind.CPU:
-        ceiling = ledger.ceiling(workspace.team_id, offering.flavour, borrowing=borrowing)
-        if ledger.in_use(workspace.team_id, offering.flavour) + workspace.gpu_equivalents > ceiling:
-            set_reason(workspace, _quota_message(workspace, ledger, borrowing=borrowing), source="scheduler")
+        ceiling = quotas.ceiling(workspace.team_id, offering.flavour, borrowing=borrowing)
+        if quotas.in_use(workspace.team_id, offering.flavour) + workspace.gpu_equivalents > ceiling:
+            set_reason(workspace, _quota_message(workspace, quotas, borrowing=borrowing), source="scheduler")
             return False
-        capped = ledger.member(workspace.team_id, workspace.owner_id, offering.flavour)
+        capped = quotas.member(workspace.team_id, workspace.owner_id, offering.flavour)
         if capped and capped[1] + workspace.gpu_equivalents > capped[0]:
             set_reason(
                 workspace,
@@ -106,8 +88,8 @@ def admit_one(
         pinned_node=pinned,
     )
     if admitted:
-        ledger.take(workspace)
-        enqueue(PROVISION, workspace.pk)
+        quotas.take(workspace)
+        enqueue(tasknames.PROVISION, workspace.pk)
     return admitted
 
 
@@ -134,15 +116,15 @@ def expire_notices(now: datetime) -> int:
         # Teardown queues it again once its pods are gone (so the new pods never meet the old ones).
         reason = "Preempted: the capacity it borrowed was needed for another team's guarantee."
         if transition(workspace, State.PREEMPTED, reason, source="scheduler"):
-            enqueue(TEARDOWN, workspace.pk, False)
+            enqueue(tasknames.TEARDOWN, workspace.pk, False)
             stopped += 1
     return stopped
 
 
-def _quota_message(workspace: Workspace, ledger: Ledger, *, borrowing: bool) -> str:
+def _quota_message(workspace: Workspace, quotas: QuotaSnapshot, *, borrowing: bool) -> str:
     offering = workspace.offering
-    ceiling = ledger.ceiling(workspace.team_id, offering.flavour, borrowing=borrowing)
-    in_use = ledger.in_use(workspace.team_id, offering.flavour)
+    ceiling = quotas.ceiling(workspace.team_id, offering.flavour, borrowing=borrowing)
+    in_use = quotas.in_use(workspace.team_id, offering.flavour)
     kind = "guaranteed and borrowable" if borrowing else "guaranteed"
     return (
         f"Waiting for team quota: {workspace.team.name} uses {_fmt(in_use)} of its {_fmt(ceiling)} {kind} "
@@ -150,10 +132,10 @@ def _quota_message(workspace: Workspace, ledger: Ledger, *, borrowing: bool) -> 
     )
 
 
-def _wait_message(workspace: Workspace, wait: Wait, capacity: Capacity, ledger: Ledger) -> str:
+def _wait_message(workspace: Workspace, wait: Wait, capacity: Capacity, quotas: QuotaSnapshot) -> str:
     """The engine's reason, in the words a researcher reads on the queue page."""
     if wait.reason == WaitReason.TEAM_QUOTA_FULL:
-        return _quota_message(workspace, ledger, borrowing=workspace.kind == Workspace.Kind.JOB)
+        return _quota_message(workspace, quotas, borrowing=may_borrow(workspace.kind))
     if wait.reason == WaitReason.NO_CAPACITY:
         demand = demand_of(workspace)
         if capacity.place_would_fail(demand):
@@ -175,7 +157,7 @@ def run_cycle(kube: Kube) -> int:
         expire_notices(now)
         holding = Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES)
         active = list(holding.select_related("offering", "team").defer(*UNUSED))
-        admitted = [workloads.workload_of(w) for w in active if workloads.is_gpu(w)]
+        admitted = [workload_of(w) for w in active if is_gpu(w)]
         usage = decayed_usage.advance(admitted, now)  # every cycle, so history accrues while the queue is empty
         queued = list(
             Workspace.objects.filter(state=State.QUEUED)
@@ -194,21 +176,21 @@ def run_cycle(kube: Kube) -> int:
                 demand = demand_of(pending)
                 if not (pending.pinned_node and capacity.reserve(demand, pending.pinned_node)):
                     capacity.place(demand)
-        state = AdmissionState(workloads.quota_config(workloads.capacity_of(nodes)), admitted, usage)
-        decisions = decide(state, [workloads.workload_of(w) for w in queued if workloads.is_gpu(w)])
+        state = AdmissionState(quota_config(capacity.by_model), admitted, usage)
+        decisions = decide(state, [workload_of(w) for w in queued if is_gpu(w)])
         by_id = {str(w.pk): w for w in [*queued, *active]}
         for preempt in decisions.preempt:
             _give_notice(by_id[preempt.workload_id], preempt, now)
         # One transaction: the quota rows of the queued teams stay locked while the cycle admits against
-        # the ledger, and the provisioning tasks go out when it commits.
+        # the quotas, and the provisioning tasks go out when it commits.
         with transaction.atomic():
-            ledger = Ledger.read({w.team_id for w in queued}, lock=True)
+            quotas = QuotaSnapshot.read({w.team_id for w in queued}, lock=True)
             for wait in decisions.waiting:
                 waiting = by_id[wait.workload_id]
-                set_reason(waiting, _wait_message(waiting, wait, capacity, ledger), source="scheduler")
+                set_reason(waiting, _wait_message(waiting, wait, capacity, quotas), source="scheduler")
             count = sum(
-                admit_one(by_id[a.workload_id], capacity, borrowing=a.borrowing, ledger=ledger) for a in decisions.admit
+                admit_one(by_id[a.workload_id], capacity, borrowing=a.borrowing, quotas=quotas) for a in decisions.admit
             )
-            count += sum(admit_one(w, capacity, ledger=ledger) for w in queued if not workloads.is_gpu(w))
+            count += sum(admit_one(w, capacity, quotas=quotas) for w in queued if not is_gpu(w))
         log.info("scheduling cycle admitted %d of %d queued workspaces", count, len(queued))
         return count

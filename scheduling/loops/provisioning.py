@@ -16,14 +16,13 @@ from scheduling import priorities
 from scheduling.demand import spec_for
 from scheduling.kube import manifests, names
 from scheduling.kube.calls import Kube, PermanentKubeError
+from scheduling.kube.keys import NOTEBOOK_PORT
 from scheduling.kube.spec import WorkspaceSpec
 from workspaces.models import Workspace
 from workspaces.tokens import jupyter_token
 from workspaces.transitions import State, transition
 
 log = logging.getLogger(__name__)
-
-NOTEBOOK_PORT = 8888
 
 
 def notebook_base_url(namespace: str, service: str) -> str:
@@ -71,7 +70,6 @@ def provision(kube: Kube, workspace_id: int) -> None:
         "Created its objects in the cluster; waiting for a node to start it.",
         expected=[State.ADMITTED],
         source="provisioner",
-        namespace=namespace,
     )
 
 
@@ -150,5 +148,4 @@ def teardown(kube: Kube, workspace_id: int, *, delete_volume: bool) -> None:
             finished_at=None,
             node_name="",
             pinned_node="",
-            generation=workspace.generation + 1,
         )

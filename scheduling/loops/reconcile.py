@@ -20,18 +20,17 @@ from django.utils import timezone
 
 from portal.queue import enqueue, enqueue_coalesced
 from scheduling.kube.calls import Kube
+from scheduling.kube.keys import MANAGED_BY, MANAGER, WORKSPACE_ID
+from scheduling.loops import tasknames
 from scheduling.loops.observe import Observation, observe_job, observe_pod
+from scheduling.loops.schedule import orphan_sweep_due
 from workspaces.deadlines import workspace_deadline
 from workspaces.models import Workspace
 from workspaces.transitions import State, set_reason, transition
 
 log = logging.getLogger(__name__)
 
-MANAGED = "app.kubernetes.io/managed-by=gpu-portal"
-WORKSPACE_LABEL = "gpuportal.io/workspace-id"
-PROVISION = "scheduling.provision_workspace"
-TEARDOWN = "scheduling.teardown_workspace"
-RUN_CYCLE = "scheduling.run_cycle"
+MANAGED = f"{MANAGED_BY}={MANAGER}"
 
 
 @dataclass
@@ -44,7 +43,7 @@ class ClusterView:
 
 
 def _workspace_id(obj: Mapping[str, Any]) -> int | None:
-    value = (obj.get("metadata", {}).get("labels") or {}).get(WORKSPACE_LABEL)
+    value = (obj.get("metadata", {}).get("labels") or {}).get(WORKSPACE_ID)
     return int(value) if value and value.isdigit() else None
 
 
@@ -78,11 +77,11 @@ def _apply(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterVie
             # timeout; the loop re-enqueues sooner. Provisioning is idempotent, so twice is harmless.
             lost_after = timedelta(seconds=settings.PROVISIONING_RETRY_SECONDS)
             if workspace.admitted_at and now - workspace.admitted_at > lost_after:
-                enqueue(PROVISION, workspace.pk)
+                enqueue(tasknames.PROVISION, workspace.pk)
             return
         gone = workspace.state in (State.PROVISIONING, State.RUNNING)
         if gone and transition(workspace, State.ADMITTED, f"{seen.reason} Creating it again.", source="reconcile"):
-            enqueue(PROVISION, workspace.pk)
+            enqueue(tasknames.PROVISION, workspace.pk)
         return
     if workspace.state == State.STOPPING:
         return  # teardown is on its way
@@ -90,7 +89,7 @@ def _apply(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterVie
         for pod in view.pods.get(workspace.pk, []):
             kube.delete("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])
         if transition(workspace, State.ADMITTED, seen.reason, source="reconcile", node_name=""):
-            enqueue(PROVISION, workspace.pk)
+            enqueue(tasknames.PROVISION, workspace.pk)
         return
     if workspace.pinned_node and _refused_long_enough(workspace, seen, now):
         _unpin(kube, workspace, seen, view)
@@ -104,12 +103,12 @@ def _apply(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterVie
             f"Reached its {hours} h runtime; stopped, home volume kept.",
             source="reconcile",
         ):
-            enqueue(TEARDOWN, workspace.pk, False)
+            enqueue(tasknames.TEARDOWN, workspace.pk, False)
         return
     if seen.state != workspace.state:
         transition(workspace, seen.state, seen.reason, source="reconcile", node_name=seen.node or workspace.node_name)
         if seen.state in Workspace.FINAL_STATES and workspace.kind == Workspace.Kind.NOTEBOOK:
-            enqueue(TEARDOWN, workspace.pk, False)
+            enqueue(tasknames.TEARDOWN, workspace.pk, False)
     else:
         set_reason(workspace, seen.reason, source="reconcile")
         if seen.node and seen.node != workspace.node_name:
@@ -154,7 +153,7 @@ def _unpin(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterVie
         node_name="",
         admitted_at=workspace.admitted_at,
     ):
-        enqueue(PROVISION, workspace.pk)
+        enqueue(tasknames.PROVISION, workspace.pk)
 
 
 def _remove_orphans(kube: Kube, view: ClusterView) -> int:
@@ -187,7 +186,7 @@ def reconcile(kube: Kube, *, sweep: bool | None = None) -> dict[str, int]:
     (``sweep`` forces it either way): kept home volumes and tokens grow with every workspace ever made,
     and listing them every few seconds dominated a pass on a busy portal."""
     if sweep is None:
-        sweep = cache.add("reconcile:sweep", True, timeout=settings.ORPHAN_SWEEP_SECONDS)
+        sweep = orphan_sweep_due()
     # Workspaces first, cluster second: a workspace provisioned in between is then still "admitted" here,
     # for which missing objects are expected, rather than "provisioning" with objects the view predates.
     live = list(Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES).select_related("team", "offering"))
@@ -199,7 +198,7 @@ def reconcile(kube: Kube, *, sweep: bool | None = None) -> dict[str, int]:
     # Finished ones free their quota and GPUs now: let queued work start without waiting for beat.
     finished = sum(w.state not in Workspace.ACTIVE_STATES for w in live)
     if finished:
-        enqueue_coalesced(RUN_CYCLE)
+        enqueue_coalesced(tasknames.RUN_CYCLE)
     removed = _remove_orphans(kube, view)
     if removed:
         log.info("reconcile removed %d orphan object(s)", removed)

@@ -17,10 +17,9 @@ from scheduling.engine import gpus
 from scheduling.engine.shapes import MILLI, PodShape
 from scheduling.engine.state import MIG
 from scheduling.inventory import Capacity
+from scheduling.kube.keys import MIG_CONFIG
 from scheduling.planning import trace
 from workspaces.models import GpuOffering, Workspace
-
-MIG_CONFIG = "nvidia.com/mig.config"
 
 
 def shape_of(workspace: Workspace) -> tuple[PodShape, int]:

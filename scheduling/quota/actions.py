@@ -9,21 +9,17 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Sum
 
-from portal.access import can_manage_team
+from portal.access import can_manage_team, require_operator
 from portal.models import AuditEvent, Department, Membership, Team
+from scheduling.engine.quota import over_cap
 from scheduling.models import DepartmentCap, MemberCap, TeamPolicy, TeamQuota
+from scheduling.quota import rules
 from workspaces.models import GpuOffering
 
 
 def _fmt(value: Decimal) -> str:
     return f"{value.normalize():f}"
-
-
-def _require_operator(actor: Any, what: str) -> None:
-    if not getattr(actor, "is_operator", False):
-        raise PermissionDenied(f"Only operators can change {what}.")
 
 
 def _require_manager(actor: Any, team: Team) -> None:
@@ -38,15 +34,13 @@ def _check_units(field: str, value: Decimal) -> None:
 
 @transaction.atomic
 def do_set_team_quota(actor: Any, team: Team, flavour: str, guaranteed: Decimal, borrow_limit: Decimal) -> TeamQuota:
-    _require_operator(actor, "team quotas")
+    require_operator(actor, "change team quotas")
     _check_units("guaranteed", guaranteed)
     _check_units("borrow_limit", borrow_limit)
     cap = DepartmentCap.objects.select_for_update().filter(department=team.department_id, flavour=flavour).first()
     if cap is not None:
-        others = TeamQuota.objects.filter(team__department=team.department_id, flavour=flavour).exclude(
-            team=team
-        ).aggregate(total=Sum("guaranteed"))["total"] or Decimal(0)
-        if others + guaranteed > cap.cap:
+        others = rules.department_guaranteed(team.department_id, flavour, excluding_team=team.pk)
+        if over_cap(others + guaranteed, cap.cap):
             raise ValidationError(
                 {
                     "guaranteed": f"{team.department.name} may guarantee at most {_fmt(cap.cap)} {flavour} in all; "
@@ -65,12 +59,10 @@ def do_set_team_quota(actor: Any, team: Team, flavour: str, guaranteed: Decimal,
 
 @transaction.atomic
 def do_set_department_cap(actor: Any, department: Department, flavour: str, cap: Decimal) -> DepartmentCap:
-    _require_operator(actor, "department caps")
+    require_operator(actor, "change department caps")
     _check_units("cap", cap)
-    guaranteed = TeamQuota.objects.filter(team__department=department, flavour=flavour).aggregate(
-        total=Sum("guaranteed")
-    )["total"] or Decimal(0)
-    if cap < guaranteed:
+    guaranteed = rules.department_guaranteed(department.pk, flavour)
+    if over_cap(guaranteed, cap):
         raise ValidationError(
             {
                 "cap": f"{department.name}'s teams are already guaranteed {_fmt(guaranteed)} {flavour}; "
@@ -103,8 +95,7 @@ def do_set_member_cap(actor: Any, team: Team, username: str, flavour: str, cap: 
             existing.delete()
         return None
     _check_units("cap", cap)
-    quota = TeamQuota.objects.filter(team=team, flavour=flavour).first()
-    ceiling = (quota.guaranteed + quota.borrow_limit) if quota else Decimal(0)
+    ceiling = rules.limits(team.pk, flavour).ceiling(borrowing=True)
     if cap > ceiling:
         raise ValidationError(
             {

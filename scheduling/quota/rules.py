@@ -1,18 +1,28 @@
-"""Team quota for pages and request checks: what a team is guaranteed per GPU flavour, may borrow, and
-uses. The scheduling cycle reads the same numbers in bulk, under lock, through ``scheduling/quota/snapshot.py``.
+"""Quota rules as the portal reads them from the database: a team's guarantee and borrowing limit per GPU
+flavour, what it uses, its lead's policy, and the engine's quota configuration for the scheduling cycle.
+
+The rules themselves (the ceiling, the department cap) are said once, in :mod:`scheduling.engine.quota`;
+this module feeds them the stored numbers. The cycle reads the same numbers in bulk, under lock, through
+:mod:`scheduling.quota.snapshot`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any, cast
 
 from django.conf import settings
 from django.db.models import Sum
 
-from scheduling.models import TeamPolicy, TeamQuota
+from portal.models import Team
+from scheduling.engine import quota as engine_quota
+from scheduling.engine.quota import QuotaConfig, to_units
+from scheduling.models import DepartmentCap, TeamPolicy, TeamQuota
 from workspaces.models import Workspace
+
+ZERO = Decimal(0)
 
 
 @dataclass(frozen=True)
@@ -20,39 +30,71 @@ class Limits:
     guaranteed: Decimal
     borrow_limit: Decimal
 
+    def ceiling(self, *, borrowing: bool) -> Decimal:
+        """What the team may hold: its guarantee, plus its borrowing limit for work that may borrow."""
+        return engine_quota.ceiling(self.guaranteed, self.borrow_limit, may_borrow=borrowing)
 
-def limits(team_id: int, flavour: str, *, lock: bool = False) -> Limits:
-    """Guarantee and borrowing limit for ``flavour`` (zeros when none); ``lock`` row-locks the quota."""
-    rows = TeamQuota.objects.filter(team_id=team_id, flavour=flavour)
-    if lock:
-        rows = rows.select_for_update()
-    row = rows.first()
-    return Limits(row.guaranteed, row.borrow_limit) if row else Limits(Decimal(0), Decimal(0))
+
+NO_LIMITS = Limits(ZERO, ZERO)
+
+
+def may_borrow(workspace_kind: str) -> bool:
+    """Training jobs may borrow idle capacity beyond the guarantee (and are preempted for it); notebooks never."""
+    return workspace_kind == Workspace.Kind.JOB
+
+
+def limits(team_id: int, flavour: str) -> Limits:
+    """Guarantee and borrowing limit for ``flavour`` (zeros when none)."""
+    row = TeamQuota.objects.filter(team_id=team_id, flavour=flavour).first()
+    return Limits(row.guaranteed, row.borrow_limit) if row else NO_LIMITS
+
+
+def _held(team_ids: Iterable[int], *keys: str) -> dict[tuple[Any, ...], Decimal]:
+    rows = (
+        Workspace.objects.active()
+        .filter(team_id__in=list(team_ids))
+        .values_list(*keys)
+        .annotate(total=Sum("gpu_equivalents"))
+    )
+    return {tuple(row[:-1]): row[-1] for row in rows}
+
+
+def team_use(team_ids: Iterable[int]) -> dict[tuple[int, str], Decimal]:
+    """The quota use: GPU-equivalents held by active workspaces per (team, flavour), in one query."""
+    return cast(dict[tuple[int, str], Decimal], _held(team_ids, "team_id", "offering__gpu_model"))
+
+
+def member_use(team_ids: Iterable[int]) -> dict[tuple[int, int, str], Decimal]:
+    """The same per (team, member, flavour), for member caps."""
+    return cast(dict[tuple[int, int, str], Decimal], _held(team_ids, "team_id", "owner_id", "offering__gpu_model"))
 
 
 def quota_summaries(team_ids: Iterable[int]) -> dict[tuple[int, str], dict[str, Decimal]]:
     """Guaranteed, borrowable and used GPU-equivalents per (team, flavour), in two queries for any number of teams."""
     ids = list(team_ids)
-    zero = Decimal(0)
     summary: dict[tuple[int, str], dict[str, Decimal]] = {
-        (q.team_id, q.flavour): {"guaranteed": q.guaranteed, "borrow_limit": q.borrow_limit, "used": zero}
+        (q.team_id, q.flavour): {"guaranteed": q.guaranteed, "borrow_limit": q.borrow_limit, "used": ZERO}
         for q in TeamQuota.objects.filter(team_id__in=ids)
     }
-    rows = (
-        Workspace.objects.active()
-        .filter(team_id__in=ids)
-        .values("team_id", "offering__gpu_model")
-        .annotate(total=Sum("gpu_equivalents"))
-    )
-    for row in rows:
-        key = (row["team_id"], row["offering__gpu_model"])
-        summary.setdefault(key, {"guaranteed": zero, "borrow_limit": zero, "used": zero})["used"] = row["total"]
+    for (team_id, flavour), total in team_use(ids).items():
+        summary.setdefault((team_id, flavour), {"guaranteed": ZERO, "borrow_limit": ZERO, "used": ZERO})["used"] = total
     return summary
 
 
 def quota_summary(team_id: int) -> dict[str, dict[str, Decimal]]:
     """Guaranteed, borrowable and used GPU-equivalents per flavour of one team."""
     return {flavour: numbers for (_, flavour), numbers in quota_summaries([team_id]).items()}
+
+
+def never_fits(team: Team, flavour: str, workspace_kind: str, needed: Decimal) -> str | None:
+    """Why a request of ``needed`` GPU-equivalents could never start within the team's quota, or None."""
+    ceiling = limits(team.pk, flavour).ceiling(borrowing=may_borrow(workspace_kind))
+    if needed <= ceiling:
+        return None
+    return (
+        f"{team.name} may use at most {ceiling.normalize():f} GPU-equivalents of {flavour} for this kind of "
+        f"workspace; this request needs {needed.normalize():f}, so it could never start."
+    )
 
 
 @dataclass(frozen=True)
@@ -72,3 +114,30 @@ def team_rules(team_id: int) -> TeamRules:
         min(policy.max_runtime_hours, settings.WORKSPACE_MAX_RUNTIME_HOURS),
         frozenset(o.slug for o in policy.allowed_offerings.all()),
     )
+
+
+def quota_config(capacity: Mapping[str, int]) -> QuotaConfig:
+    """Every team's quota and every department cap, in the admission engine's units."""
+    rows = TeamQuota.objects.select_related("team__department")
+    return QuotaConfig(
+        quotas={
+            (row.team.slug, row.flavour): engine_quota.TeamQuota(
+                to_units(float(row.guaranteed)), to_units(float(row.borrow_limit))
+            )
+            for row in rows
+        },
+        departments=dict(Team.objects.values_list("slug", "department__slug")),
+        caps={
+            (cap.department.slug, cap.flavour): to_units(float(cap.cap))
+            for cap in DepartmentCap.objects.select_related("department")
+        },
+        capacity=dict(capacity),
+    )
+
+
+def department_guaranteed(department_id: int, flavour: str, *, excluding_team: int | None = None) -> Decimal:
+    """What the teams of a department are guaranteed of ``flavour`` together (optionally leaving one out)."""
+    rows = TeamQuota.objects.filter(team__department=department_id, flavour=flavour)
+    if excluding_team is not None:
+        rows = rows.exclude(team=excluding_team)
+    return rows.aggregate(total=Sum("guaranteed"))["total"] or ZERO

@@ -1,8 +1,8 @@
-"""Quota limits and use for one scheduling cycle, read in four queries and kept up to date in memory
-as the cycle admits, instead of two to four queries per admission.
+"""The scheduling cycle's view of quota: limits and use of the queued teams, read in a few queries and kept
+up to date in memory as the cycle admits, instead of two to four queries per admission.
 
-Read under the quota rows' locks (``lock=True``, inside the cycle's transaction), it is authoritative:
-no other admission can change those teams' use until the cycle commits.
+Read under the quota rows' locks (``lock=True``, inside the cycle's transaction), it is authoritative: no
+other admission can change those teams' use until the cycle commits.
 """
 
 from __future__ import annotations
@@ -12,54 +12,38 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.db.models import Sum
-
 from scheduling.models import MemberCap, TeamQuota
-from scheduling.quota.rules import Limits
+from scheduling.quota.rules import NO_LIMITS, ZERO, Limits, member_use, team_use
 from workspaces.models import Workspace
-
-ZERO = Decimal(0)
-NO_QUOTA = Limits(ZERO, ZERO)
 
 
 @dataclass
-class Ledger:
+class QuotaSnapshot:
     limits: dict[tuple[int, str], Limits]
     used: dict[tuple[int, str], Decimal]
     caps: dict[tuple[int, int, str], Decimal]  # (team, member, flavour)
     member_used: dict[tuple[int, int, str], Decimal] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, team_ids: Iterable[int], *, lock: bool = False) -> Ledger:
+    def read(cls, team_ids: Iterable[int], *, lock: bool = False) -> QuotaSnapshot:
         ids = sorted(set(team_ids))
         quotas = TeamQuota.objects.filter(team_id__in=ids).order_by("pk")  # one lock order: no deadlocks
         if lock:
             quotas = quotas.select_for_update()
-        active = Workspace.objects.active().filter(team_id__in=ids)
-        used = active.values_list("team_id", "offering__gpu_model").annotate(total=Sum("gpu_equivalents"))
         caps = {(c.team_id, c.user_id, c.flavour): c.cap for c in MemberCap.objects.filter(team_id__in=ids)}
-        member_used: dict[tuple[int, int, str], Decimal] = defaultdict(Decimal)
-        if caps:
-            rows = (
-                active.filter(team_id__in={team for team, _, _ in caps})
-                .values_list("team_id", "owner_id", "offering__gpu_model")
-                .annotate(total=Sum("gpu_equivalents"))
-            )
-            member_used.update({(team, owner, flavour): total for team, owner, flavour, total in rows})
+        member_used = member_use({team for team, _, _ in caps}) if caps else {}
         return cls(
             limits={(q.team_id, q.flavour): Limits(q.guaranteed, q.borrow_limit) for q in quotas},
-            used=defaultdict(Decimal, {(team, flavour): total for team, flavour, total in used}),
+            used=defaultdict(Decimal, team_use(ids)),
             caps=caps,
             member_used=member_used,
         )
 
     def limit(self, team_id: int, flavour: str) -> Limits:
-        return self.limits.get((team_id, flavour), NO_QUOTA)
+        return self.limits.get((team_id, flavour), NO_LIMITS)
 
     def ceiling(self, team_id: int, flavour: str, *, borrowing: bool) -> Decimal:
-        """What the team may hold: its guarantee, plus its borrowing limit for work that may borrow."""
-        limits = self.limit(team_id, flavour)
-        return limits.guaranteed + (limits.borrow_limit if borrowing else ZERO)
+        return self.limit(team_id, flavour).ceiling(borrowing=borrowing)
 
     def in_use(self, team_id: int, flavour: str) -> Decimal:
         return self.used.get((team_id, flavour), ZERO)

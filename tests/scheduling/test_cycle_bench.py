@@ -9,13 +9,8 @@ import pytest
 
 from portal.celery import app
 from portal.models import Department, Team, User
-from scheduling.benchmarks.cycle import (
-    BenchError,
-    Scenario,
-    run_benchmark,
-    statement_shape,
-    unsent_tasks,
-)
+from scheduling.benchmarks.cycle import BenchError, Scenario, run_benchmark
+from scheduling.benchmarks.measuring import statement_shape, unsent_tasks
 from tests.catalogue import install_offerings
 from tests.conftest import Org
 from workspaces.models import GpuOffering, Workspace

@@ -116,4 +116,40 @@ def test_the_quota_list_is_two_queries_whatever_the_number_of_teams(org: Org, dj
         response = client.get("/api/v1/quotas/")
     rows = response.json()["results"]
     assert len(rows) == 11
-    assert {"team": "alpha", "flavour": H100, "guaranteed": "4.0000", "borrow_limit": "0.0000", "used": "0"} in rows
+    assert {
+        "team": "alpha",
+        "flavour": H100,
+        "guaranteed": "4.0000",
+        "borrow_limit": "0.0000",
+        "used": "0.0000",
+    } in rows
+
+
+def test_the_audit_log_is_paginated_past_its_first_page(org: Org) -> None:
+    for guaranteed in range(1, 8):
+        put_quota(org, "operator", "alpha", str(guaranteed), "0")
+    operator = api_client_for(org.operator)
+    first = operator.get("/api/v1/audit/?limit=3").json()
+    assert first["count"] == 7
+    assert [e["after"]["guaranteed"] for e in first["results"]] == ["7.0000", "6.0000", "5.0000"]
+    rest = operator.get(first["next"]).json()
+    assert [e["after"]["guaranteed"] for e in rest["results"]] == ["4.0000", "3.0000", "2.0000"]
+    assert operator.get("/api/v1/audit/?limit=3&offset=6").json()["next"] is None
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/quotas/", "/api/v1/queue/", "/api/v1/teams/{team}/member-caps/", "/api/v1/audit/"]
+)
+def test_every_scheduling_list_has_the_api_pagination(org: Org, path: str) -> None:
+    set_quota(org.alpha, H100, 4)
+    body = api_client_for(org.lead).get(path.format(team=org.alpha.pk)).json()
+    assert set(body) == {"count", "next", "previous", "results"}
+
+
+@pytest.mark.parametrize(("persona", "status"), [("operator", 200), ("member", 200), ("outsider", 404)])
+def test_a_department_is_seen_by_operators_and_its_teams_members_only(org: Org, persona: str, status: int) -> None:
+    DepartmentCap.objects.create(department=org.alpha.department, flavour=H100, cap=6)
+    response = api_client_for(org.persona(persona)).get(f"/api/v1/departments/{org.alpha.department.pk}/caps/")
+    assert response.status_code == status
+    if status == 200:
+        assert response.json()["results"] == [{"flavour": H100, "cap": "6.0000"}]

@@ -1,0 +1,40 @@
+"""What runs periodically, and how often.
+
+- Celery beat's schedule (read by ``portal.settings``): the scheduling cycle every
+  ``SCHEDULING_INTERVAL_SECONDS`` (also after every request and release), the reconcile pass every
+  ``RECONCILE_INTERVAL_SECONDS`` (5 s each by default). Each entry expires if not started within two
+  periods, so a busy worker skips stale runs instead of queueing them in front of provisioning.
+- Inside those: every cycle stops borrowers whose preemption notice ran out and ages the fair-share usage;
+  every reconcile pass checks pods and jobs, and one pass every ``ORPHAN_SWEEP_SECONDS`` (60 s) also sweeps
+  orphaned services, secrets and volumes (:func:`orphan_sweep_due`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+
+from scheduling.loops import tasknames
+
+
+def beat_schedule(*, scheduling_interval: float, reconcile_interval: float) -> dict[str, dict[str, Any]]:
+    return {
+        "scheduling-cycle": {
+            "task": tasknames.RUN_CYCLE,
+            "schedule": scheduling_interval,
+            "options": {"expires": 2 * scheduling_interval},
+        },
+        "reconcile": {
+            "task": tasknames.RECONCILE,
+            "schedule": reconcile_interval,
+            "options": {"expires": 2 * reconcile_interval},
+        },
+    }
+
+
+def orphan_sweep_due() -> bool:
+    """True once every ``ORPHAN_SWEEP_SECONDS`` across processes: kept home volumes and tokens grow with every
+    workspace ever made, and listing them every few seconds dominated a pass on a busy portal."""
+    return bool(cache.add("reconcile:sweep", True, timeout=settings.ORPHAN_SWEEP_SECONDS))

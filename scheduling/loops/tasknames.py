@@ -1,0 +1,14 @@
+"""The names of the scheduling tasks, said once.
+
+Settings (routes, beat schedule), the tasks themselves, the control loops and ``scheduling.services`` (the
+web side's door) import these; apps enqueue by name (``portal.queue.enqueue``) so none imports a task.
+Plain strings, no imports: settings load this module before Django is set up.
+"""
+
+RUN_CYCLE = "scheduling.run_cycle"
+PROVISION = "scheduling.provision_workspace"
+TEARDOWN = "scheduling.teardown_workspace"
+RECONCILE = "scheduling.reconcile"
+
+# The control loops run on a queue of their own (see CELERY_TASK_ROUTES in portal/settings.py).
+CONTROL = (RUN_CYCLE, RECONCILE)
