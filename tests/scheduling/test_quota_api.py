@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from portal.models import AuditEvent
@@ -148,7 +150,7 @@ def test_every_scheduling_list_has_the_api_pagination(org: Org, path: str) -> No
 
 @pytest.mark.parametrize(("persona", "status"), [("operator", 200), ("member", 200), ("outsider", 404)])
 def test_a_department_is_seen_by_operators_and_its_teams_members_only(org: Org, persona: str, status: int) -> None:
-    DepartmentCap.objects.create(department=org.alpha.department, flavour=H100, cap=6)
+    DepartmentCap.objects.create(department=org.alpha.department, flavour=H100, cap=Decimal(6))
     response = api_client_for(org.persona(persona)).get(f"/api/v1/departments/{org.alpha.department.pk}/caps/")
     assert response.status_code == status
     if status == 200:

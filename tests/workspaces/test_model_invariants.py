@@ -3,6 +3,8 @@ request serializer through the same ``kind_problems``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -38,7 +40,7 @@ def test_a_well_formed_notebook_and_job_are_clean(org: Org) -> None:
         ({"gpu_count": 0}, "gpu_count"),
     ],
 )
-def test_a_notebook_or_job_that_breaks_its_kind_is_refused(org: Org, fields: dict[str, object], field: str) -> None:
+def test_a_notebook_or_job_that_breaks_its_kind_is_refused(org: Org, fields: dict[str, Any], field: str) -> None:
     h100 = install_offerings()["h100-80gb-hbm3"]
     workspace = make_workspace(org, h100, **({"priority": Workspace.Priority.INTERACTIVE} | fields))
     assert list(problems(workspace)) == [field]
