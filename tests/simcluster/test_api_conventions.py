@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.simcluster.conftest import pod_manifest
+from tests.simcluster.conftest import pod_manifest, wait_for
 
 
 def _status(exc: ApiException) -> dict[str, Any]:
@@ -176,11 +176,15 @@ def test_it_binds_persistent_volume_claims_at_once_and_allocates_service_ips(v1,
 
 def test_it_serves_events_through_both_api_groups(api, v1, namespace):
     v1.create_namespaced_pod(namespace, pod_manifest("seen"))
-    core = v1.list_namespaced_event(namespace, field_selector="involvedObject.name=seen")
+    # The scheduler records its events asynchronously: wait for the first rather than race it.
+    core = wait_for(
+        lambda: (found := v1.list_namespaced_event(namespace, field_selector="involvedObject.name=seen")).items
+        and found,
+        what="an event about the pod",
+    )
 
     events = client.EventsV1Api(api).list_namespaced_event(namespace)
 
-    assert core.items
     assert {e.note for e in events.items} >= {e.message for e in core.items}
     assert all(e.regarding.name == "seen" for e in events.items)
 

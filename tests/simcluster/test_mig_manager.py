@@ -35,7 +35,7 @@ def frozen_clock(sim: SimCluster) -> Iterator[None]:
 def test_it_applies_a_new_layout_when_no_gpu_pod_runs(v1, sim):
     with frozen_clock(sim):
         _label(v1, A100, "nvidia.com/mig.config", "all-1g.10gb")
-        assert _state(v1) == "pending"
+        wait_for(lambda: _state(v1) == "pending", what="pending")  # the manager reacts to the label on its own loop
     node = wait_for(lambda: (n := v1.read_node(A100)).metadata.labels[STATE] == "success" and n, what="success")
     assert node.status.allocatable["nvidia.com/mig-1g.10gb"] == "56"
     assert node.status.allocatable["nvidia.com/mig-3g.40gb"] == "0"  # gone, kept at zero as the kubelet does
@@ -47,8 +47,7 @@ def test_it_applies_a_new_layout_when_no_gpu_pod_runs(v1, sim):
 def test_it_pauses_the_gpu_operands_while_pending(v1, sim):
     with frozen_clock(sim):
         _label(v1, A100, "nvidia.com/mig.config", "all-balanced")
-        node = v1.read_node(A100)
-        assert node.metadata.labels[STATE] == "pending"
+        node = wait_for(lambda: (n := v1.read_node(A100)).metadata.labels[STATE] == "pending" and n, what="pending")
         assert node.metadata.labels["nvidia.com/gpu.deploy.device-plugin"] == "paused-for-mig-change"
         assert node.status.allocatable["nvidia.com/mig-1g.10gb"] == "0"
     wait_for(lambda: _state(v1) == "success", what="success")
