@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 
-from portal.queue import enqueue, enqueue_coalesced
+from portal.queue import enqueue_coalesced
 from scheduling.demand import offering_demand, spec_for
 from scheduling.inventory import Capacity
 from scheduling.kube import names
@@ -22,7 +22,7 @@ from scheduling.kube.calls import KubeError
 from scheduling.kube.client import KubeNotConfigured, api_client, kube
 from scheduling.kube.spec import env_name_problem
 from scheduling.loops import tasknames
-from scheduling.loops.provisioning import notebook_base_url
+from scheduling.loops.provisioning import notebook_base_url, request_teardown
 from scheduling.quota.rules import TeamRules, never_fits, quota_summaries, team_rules
 from workspaces.models import GpuOffering, Workspace
 
@@ -51,7 +51,7 @@ def request_cycle() -> None:
 
 def tear_down(workspace_id: int, *, delete_home: bool) -> None:
     """Remove the workspace's pods and services after commit; its home volume too when ``delete_home``."""
-    enqueue(tasknames.TEARDOWN, workspace_id, delete_home)
+    request_teardown(workspace_id, delete_volume=delete_home)
 
 
 def _capacity() -> Capacity | None:

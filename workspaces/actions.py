@@ -12,6 +12,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from portal.models import AuditEvent
 from scheduling import services
 from workspaces import policy
 from workspaces.images import ImageRefused, image_reference
@@ -19,27 +20,49 @@ from workspaces.models import GpuOffering, Workspace
 from workspaces.transitions import State, note, transition
 
 
-def _team_problems(data: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
-    """The rules that depend on the team and the catalogue: its lead's policy, its quota, the images it may
-    run. Returns the problems by field, and the request with its runtime and image resolved."""
-    team, offering, kind = data["team"], data["offering"], data["kind"]
+def _policy_problems(
+    user: Any, team: Any, offering: GpuOffering, kind: str, hours: int, gpu_equivalents: Any
+) -> dict[str, str]:
+    """What the team's current rules refuse: its lead's policy (runtime, offerings), its quota and the
+    member's cap in it. Requests and resumes both answer to them."""
     errors: dict[str, str] = {}
     rules = services.team_rules(team.pk)
-    hours = data.get("max_runtime_hours") or rules.default_runtime_hours
     if hours > rules.max_runtime_hours:
-        errors["max_runtime_hours"] = f"At most {rules.max_runtime_hours} hours."
+        errors["max_runtime_hours"] = f"{team.name} allows at most {rules.max_runtime_hours} hours."
     if rules.allowed_offerings and offering.slug not in rules.allowed_offerings:
         errors["offering"] = f"{team.name}'s lead does not allow {offering.display_name}."
+    if offering.kind != GpuOffering.Kind.CPU:
+        why = services.never_fits(team, offering.flavour, kind, gpu_equivalents, member_id=user.pk)
+        if why:
+            errors["gpu_count"] = why
+    return errors
+
+
+def _team_problems(user: Any, data: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+    """The rules that depend on the team and the catalogue. Returns the problems by field, and the request
+    with its runtime and image resolved."""
+    team, offering, kind = data["team"], data["offering"], data["kind"]
+    hours = data.get("max_runtime_hours") or services.team_rules(team.pk).default_runtime_hours
+    errors = _policy_problems(user, team, offering, kind, hours, data["gpu_equivalents"])
     image = data["image"]
     try:
         image = image_reference(image, kind)
     except ImageRefused as exc:
         errors["image"] = str(exc)
-    if offering.kind != GpuOffering.Kind.CPU:
-        why = services.never_fits(team, offering.flavour, kind, data["gpu_equivalents"])
-        if why:
-            errors["gpu_count"] = why
     return errors, data | {"image": image, "max_runtime_seconds": hours * 3600}
+
+
+def _audit_for_others(user: Any, workspace: Workspace, action: str, before: str, **after: Any) -> None:
+    """A lead or operator acting on someone else's workspace leaves a trace in the audit log."""
+    if workspace.owner_id != user.pk:
+        AuditEvent.record(
+            actor=user,
+            action=f"workspace.{action}",
+            target=workspace,
+            team=workspace.team,
+            before={"state": before, "owner": workspace.owner.get_username()},
+            after={"state": workspace.state, **after},
+        )
 
 
 @transaction.atomic
@@ -47,7 +70,7 @@ def do_request_workspace(user: Any, data: dict[str, Any]) -> Workspace:
     """Check a request's team rules and queue it, then trigger a scheduling cycle.
 
     ``data`` is what ``WorkspaceRequestSerializer`` validated (its shape and the portal's limits)."""
-    errors, data = _team_problems(data)
+    errors, data = _team_problems(user, data)
     if errors:
         raise ValidationError(errors)
     offering: GpuOffering = data["offering"]
@@ -86,6 +109,7 @@ def do_stop(user: Any, workspace: Workspace) -> Workspace:
     """Stop: a queued request is cancelled; a live one loses its pod and keeps its home volume."""
     workspace = _locked(workspace)
     who = user.get_username()
+    before = workspace.state
     if workspace.state == State.QUEUED:
         transition(workspace, State.CANCELLED, f"Cancelled by {who} before it started.")
     elif workspace.is_active:
@@ -93,6 +117,7 @@ def do_stop(user: Any, workspace: Workspace) -> Workspace:
         services.tear_down(workspace.pk, delete_home=False)
     else:
         raise ValidationError(f"A {workspace.get_state_display().lower()} workspace cannot be stopped.")
+    _audit_for_others(user, workspace, "stop", before)
     return workspace
 
 
@@ -102,16 +127,29 @@ def do_resume(user: Any, workspace: Workspace) -> Workspace:
     workspace = _locked(workspace)
     if workspace.state not in Workspace.RESUMABLE_STATES:
         raise ValidationError(f"A {workspace.get_state_display().lower()} workspace cannot be resumed.")
+    # The team's rules may have changed since it was requested: it resumes under today's. A runtime
+    # beyond the team's longest is cut to it (said in the timeline); anything else refuses the resume.
+    rules = services.team_rules(workspace.team_id)
+    runtime = min(workspace.max_runtime_seconds, rules.max_runtime_hours * 3600)
+    errors = _policy_problems(
+        workspace.owner, workspace.team, workspace.offering, workspace.kind, runtime // 3600, workspace.gpu_equivalents
+    )
+    if errors:
+        raise ValidationError(errors)
+    before = workspace.state
+    cut = f" Runtime cut to {runtime // 3600} h, the team's longest." if runtime < workspace.max_runtime_seconds else ""
     transition(
         workspace,
         State.QUEUED,
-        f"Resumed by {user.get_username()} with the same home volume.",
+        f"Resumed by {user.get_username()} with the same home volume.{cut}",
+        max_runtime_seconds=runtime,
         node_name="",
         pinned_node="",
         admitted_at=None,
         started_at=None,
         finished_at=None,
     )
+    _audit_for_others(user, workspace, "resume", before)
     services.request_cycle()
     return workspace
 
@@ -122,6 +160,7 @@ def do_delete(user: Any, workspace: Workspace) -> Workspace:
     workspace = _locked(workspace)
     if workspace.state == State.DELETED:
         raise ValidationError("This workspace is already deleted.")
+    before = workspace.state
     transition(
         workspace,
         State.DELETED,
@@ -129,6 +168,7 @@ def do_delete(user: Any, workspace: Workspace) -> Workspace:
         expected=[workspace.state],
     )
     services.tear_down(workspace.pk, delete_home=True)
+    _audit_for_others(user, workspace, "delete", before)
     return workspace
 
 
@@ -145,13 +185,16 @@ def do_extend(user: Any, workspace: Workspace, hours: int) -> Workspace:
         raise ValidationError(f"A {workspace.get_state_display().lower()} workspace cannot be extended.")
     if not 1 <= hours <= limits.max_extend_hours:
         raise ValidationError({"hours": f"Extend by 1 to {limits.max_extend_hours} hours at a time."})
+    longest = services.team_rules(workspace.team_id).max_runtime_hours  # the team's, within the portal's
     new_total = workspace.max_runtime_seconds + hours * 3600
-    if new_total > limits.max_runtime_hours * 3600:
-        allowed = limits.max_runtime_hours - workspace.max_runtime_seconds // 3600
+    if new_total > longest * 3600:
+        allowed = max(0, longest - workspace.max_runtime_seconds // 3600)
         raise ValidationError(
-            {"hours": f"Workspaces may run at most {limits.max_runtime_hours} hours; {allowed} more are allowed."}
+            {"hours": f"Workspaces of this team may run at most {longest} hours; {allowed} more are allowed."}
         )
     Workspace.objects.filter(pk=workspace.pk).update(max_runtime_seconds=new_total)
+    before = workspace.state
     workspace.max_runtime_seconds = new_total
     note(workspace, f"Extended by {hours} h by {user.get_username()}; runtime is now {new_total // 3600} h.")
+    _audit_for_others(user, workspace, "extend", before, max_runtime_hours=new_total // 3600)
     return workspace

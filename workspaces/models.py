@@ -200,6 +200,12 @@ class Workspace(models.Model):
         max_length=253, blank=True, help_text="The node the placement engine chose; its pods are pinned there."
     )
     token_salt = models.CharField(max_length=32, blank=True)
+    teardown_requested_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        db_index=True,
+        help_text="Set while removing its cluster objects is owed; the reconcile loop finishes a lost teardown.",
+    )
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     admitted_at = models.DateTimeField(null=True, blank=True)

@@ -23,6 +23,7 @@ from scheduling.inventory import Capacity
 from scheduling.kube.calls import Kube
 from scheduling.loops import tasknames
 from scheduling.loops.locks import single_flight
+from scheduling.loops.provisioning import request_teardown
 from scheduling.quota import fair_share as decayed_usage
 from scheduling.quota.rules import may_borrow, quota_config
 from scheduling.quota.snapshot import QuotaSnapshot
@@ -116,7 +117,7 @@ def expire_notices(now: datetime) -> int:
         # Teardown queues it again once its pods are gone (so the new pods never meet the old ones).
         reason = "Preempted: the capacity it borrowed was needed for another team's guarantee."
         if transition(workspace, State.PREEMPTED, reason, source="scheduler"):
-            enqueue(tasknames.TEARDOWN, workspace.pk, False)
+            request_teardown(workspace.pk, delete_volume=False)
             stopped += 1
     return stopped
 

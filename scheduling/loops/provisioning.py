@@ -11,13 +11,16 @@ import time
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
+from portal.queue import enqueue
 from scheduling import priorities
 from scheduling.demand import spec_for
 from scheduling.kube import manifests, names
 from scheduling.kube.calls import Kube, PermanentKubeError
 from scheduling.kube.keys import NOTEBOOK_PORT
 from scheduling.kube.spec import WorkspaceSpec
+from scheduling.loops import tasknames
 from workspaces.models import Workspace
 from workspaces.tokens import jupyter_token
 from workspaces.transitions import State, transition
@@ -115,6 +118,18 @@ def _create_objects(kube: Kube, workspace: Workspace, spec: WorkspaceSpec, names
         )
 
 
+def request_teardown(workspace_id: int, *, delete_volume: bool) -> None:
+    """Owe the removal of the workspace's objects, and ask a worker for it after commit.
+
+    The debt is written down (``teardown_requested_at``) in the caller's transaction, so a task lost with a
+    crashed worker or exhausted by a Kubernetes outage does not lose it: the reconcile loop pays it
+    (:func:`scheduling.loops.reconcile.finish_lost_teardowns`)."""
+    Workspace.objects.filter(pk=workspace_id, teardown_requested_at__isnull=True).update(
+        teardown_requested_at=timezone.now()
+    )
+    enqueue(tasknames.TEARDOWN, workspace_id, delete_volume)
+
+
 def teardown(kube: Kube, workspace_id: int, *, delete_volume: bool) -> None:
     """Delete the workspace's pods and services (and its home volume and token when ``delete_volume``)."""
     workspace = _load(workspace_id)
@@ -133,6 +148,8 @@ def teardown(kube: Kube, workspace_id: int, *, delete_volume: bool) -> None:
     if delete_volume:
         kube.delete("Secret", namespace, names.token_secret_name(spec))
         kube.delete("PersistentVolumeClaim", namespace, names.home_pvc_name(spec))
+    # Paid, unless the workspace moved on meanwhile (stopped, then deleted: the delete's teardown is owed).
+    Workspace.objects.filter(pk=workspace.pk, state=workspace.state).update(teardown_requested_at=None)
     if workspace.state == State.STOPPING:
         transition(workspace, State.STOPPED, "Stopped; the home volume is kept for resuming.", source="provisioner")
     elif workspace.state == State.PREEMPTED:

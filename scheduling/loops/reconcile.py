@@ -23,7 +23,8 @@ from scheduling.kube.calls import Kube
 from scheduling.kube.keys import MANAGED_BY, MANAGER, WORKSPACE_ID
 from scheduling.loops import tasknames
 from scheduling.loops.observe import Observation, observe_job, observe_pod
-from scheduling.loops.schedule import orphan_sweep_due
+from scheduling.loops.provisioning import request_teardown, teardown
+from scheduling.loops.schedule import orphan_sweep_due, release_orphan_sweep
 from workspaces.deadlines import workspace_deadline
 from workspaces.models import Workspace
 from workspaces.transitions import State, set_reason, transition
@@ -103,12 +104,12 @@ def _apply(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterVie
             f"Reached its {hours} h runtime; stopped, home volume kept.",
             source="reconcile",
         ):
-            enqueue(tasknames.TEARDOWN, workspace.pk, False)
+            request_teardown(workspace.pk, delete_volume=False)
         return
     if seen.state != workspace.state:
         transition(workspace, seen.state, seen.reason, source="reconcile", node_name=seen.node or workspace.node_name)
         if seen.state in Workspace.FINAL_STATES and workspace.kind == Workspace.Kind.NOTEBOOK:
-            enqueue(tasknames.TEARDOWN, workspace.pk, False)
+            request_teardown(workspace.pk, delete_volume=False)
     else:
         set_reason(workspace, seen.reason, source="reconcile")
         if seen.node and seen.node != workspace.node_name:
@@ -181,14 +182,37 @@ def _remove_orphans(kube: Kube, view: ClusterView) -> int:
     return removed
 
 
+def finish_lost_teardowns(kube: Kube, now: datetime) -> int:
+    """Pay the teardowns owed for longer than ``PROVISIONING_RETRY_SECONDS``: their task was lost with a
+    crashed worker or gave up during a Kubernetes outage. Stopping, preempted, expired and deleted
+    workspaces then reach their state however the task fared; task retries only make it sooner."""
+    cutoff = now - timedelta(seconds=settings.PROVISIONING_RETRY_SECONDS)
+    owed = list(Workspace.objects.filter(teardown_requested_at__lte=cutoff).values_list("pk", "state"))
+    for workspace_id, state in owed:
+        teardown(kube, workspace_id, delete_volume=state == State.DELETED)
+    if owed:
+        log.info("reconcile finished %d teardown(s) whose task was lost", len(owed))
+    return len(owed)
+
+
 def reconcile(kube: Kube, *, sweep: bool | None = None) -> dict[str, int]:
     """One pass. Services, secrets and volumes are swept for orphans only every ``ORPHAN_SWEEP_SECONDS``
     (``sweep`` forces it either way): kept home volumes and tokens grow with every workspace ever made,
     and listing them every few seconds dominated a pass on a busy portal."""
-    if sweep is None:
-        sweep = orphan_sweep_due()
+    claimed = sweep is None and orphan_sweep_due()
+    try:
+        return _reconcile(kube, sweep=claimed if sweep is None else sweep)
+    except Exception:
+        if claimed:
+            release_orphan_sweep()
+        raise
+
+
+def _reconcile(kube: Kube, *, sweep: bool) -> dict[str, int]:
     # Workspaces first, cluster second: a workspace provisioned in between is then still "admitted" here,
     # for which missing objects are expected, rather than "provisioning" with objects the view predates.
+    now = timezone.now()
+    torn_down = finish_lost_teardowns(kube, now)
     live = list(Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES).select_related("team", "offering"))
     view = read_cluster(kube, sweep=sweep)
     checked = 0
@@ -196,10 +220,10 @@ def reconcile(kube: Kube, *, sweep: bool | None = None) -> dict[str, int]:
         _apply(kube, workspace, _observe(workspace, view), view)
         checked += 1
     # Finished ones free their quota and GPUs now: let queued work start without waiting for beat.
-    finished = sum(w.state not in Workspace.ACTIVE_STATES for w in live)
+    finished = sum(w.state not in Workspace.ACTIVE_STATES for w in live) + torn_down
     if finished:
         enqueue_coalesced(tasknames.RUN_CYCLE)
     removed = _remove_orphans(kube, view)
     if removed:
         log.info("reconcile removed %d orphan object(s)", removed)
-    return {"checked": checked, "finished": finished, "orphans_removed": removed}
+    return {"checked": checked, "finished": finished, "teardowns_finished": torn_down, "orphans_removed": removed}

@@ -38,3 +38,9 @@ def orphan_sweep_due() -> bool:
     """True once every ``ORPHAN_SWEEP_SECONDS`` across processes: kept home volumes and tokens grow with every
     workspace ever made, and listing them every few seconds dominated a pass on a busy portal."""
     return bool(cache.add("reconcile:sweep", True, timeout=settings.ORPHAN_SWEEP_SECONDS))
+
+
+def release_orphan_sweep() -> None:
+    """Give the sweep back after a pass that failed (e.g. during an API outage), so the next pass sweeps
+    instead of waiting out the period."""
+    cache.delete("reconcile:sweep")

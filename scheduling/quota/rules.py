@@ -19,7 +19,7 @@ from django.db.models import Sum
 from portal.models import Team
 from scheduling.engine import quota as engine_quota
 from scheduling.engine.quota import QuotaConfig, to_units
-from scheduling.models import DepartmentCap, TeamPolicy, TeamQuota
+from scheduling.models import DepartmentCap, MemberCap, TeamPolicy, TeamQuota
 from workspaces.models import Workspace
 
 ZERO = Decimal(0)
@@ -86,15 +86,22 @@ def quota_summary(team_id: int) -> dict[str, dict[str, Decimal]]:
     return {flavour: numbers for (_, flavour), numbers in quota_summaries([team_id]).items()}
 
 
-def never_fits(team: Team, flavour: str, workspace_kind: str, needed: Decimal) -> str | None:
-    """Why a request of ``needed`` GPU-equivalents could never start within the team's quota, or None."""
+def never_fits(team: Team, flavour: str, workspace_kind: str, needed: Decimal, *, member_id: int) -> str | None:
+    """Why a request of ``needed`` GPU-equivalents could never start within the team's quota or the member's
+    cap in it, or None. (Refused at submit: queued, it would wait forever.)"""
     ceiling = limits(team.pk, flavour).ceiling(borrowing=may_borrow(workspace_kind))
-    if needed <= ceiling:
-        return None
-    return (
-        f"{team.name} may use at most {ceiling.normalize():f} GPU-equivalents of {flavour} for this kind of "
-        f"workspace; this request needs {needed.normalize():f}, so it could never start."
-    )
+    if needed > ceiling:
+        return (
+            f"{team.name} may use at most {ceiling.normalize():f} GPU-equivalents of {flavour} for this kind of "
+            f"workspace; this request needs {needed.normalize():f}, so it could never start."
+        )
+    cap = MemberCap.objects.filter(team=team, user_id=member_id, flavour=flavour).values_list("cap", flat=True).first()
+    if cap is not None and needed > cap:
+        return (
+            f"Your lead caps you at {cap.normalize():f} GPU-equivalents of {flavour} in {team.name}; this request "
+            f"needs {needed.normalize():f}, so it could never start."
+        )
+    return None
 
 
 @dataclass(frozen=True)

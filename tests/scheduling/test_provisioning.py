@@ -8,6 +8,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.core.cache import cache
 from django.utils import timezone
 from kubernetes import client
 
@@ -15,10 +16,12 @@ from scheduling import priorities
 from scheduling.kube import names
 from scheduling.kube.calls import Kube, TransientKubeError
 from scheduling.loops import provisioning, reconcile
+from scheduling.loops.schedule import orphan_sweep_due
 from scheduling.simcluster.testing import SimCluster
 from tests.catalogue import install_offerings
 from tests.conftest import Org
 from tests.stack_fixtures import wait_for
+from workspaces import actions
 from workspaces.models import GpuOffering, Workspace
 
 
@@ -152,3 +155,67 @@ def test_shared_objects_are_sent_once_and_made_again_when_they_went_away(
     second.refresh_from_db()
     assert second.state == "provisioning", second.reason
     assert kube.get("PriorityClass", None, priorities.class_name(notebook.priority)) is not None
+
+
+def _owed_for(workspace: Workspace, seconds: float) -> None:
+    """As if the teardown had been owed this long (its task lost with a worker, or given up)."""
+    since = timezone.now() - timedelta(seconds=seconds)
+    Workspace.objects.filter(pk=workspace.pk).update(teardown_requested_at=since)
+
+
+def _running(kube: Kube, notebook: Workspace) -> None:
+    provisioning.provision(kube, notebook.pk)
+    wait_for(lambda: reconciled(kube, notebook) == "running", what="running")
+
+
+def test_reconcile_finishes_a_stop_whose_teardown_task_was_lost(
+    kube: Kube, stack_cluster: SimCluster, notebook: Workspace, org: Org
+) -> None:
+    _running(kube, notebook)
+    actions.do_stop(org.member, notebook)  # its teardown task is never sent: on_commit does not fire here
+    notebook.refresh_from_db()
+    assert notebook.state == "stopping" and notebook.teardown_requested_at is not None
+    assert reconciled(kube, notebook) == "stopping"  # a task just sent may still come: not yet
+    _owed_for(notebook, 60)
+    assert reconciled(kube, notebook) == "stopped"
+    assert notebook.teardown_requested_at is None
+    wait_for(lambda: count(stack_cluster, "pod", notebook) == 0, what="the pod to go")
+    assert count(stack_cluster, "service", notebook) == 0
+    assert count(stack_cluster, "persistent_volume_claim", notebook) == 1  # stopping keeps the home volume
+
+
+def test_reconcile_finishes_a_teardown_that_gave_up_during_an_api_outage(
+    kube: Kube, stack_cluster: SimCluster, notebook: Workspace, org: Org
+) -> None:
+    _running(kube, notebook)
+    actions.do_stop(org.member, notebook)
+    stack_cluster.inject_fault(count=1000, status=503)  # every call fails, as in an outage
+    with pytest.raises(TransientKubeError):
+        provisioning.teardown(kube, notebook.pk, delete_volume=False)
+    _owed_for(notebook, 60)
+    with pytest.raises(TransientKubeError):
+        reconcile.reconcile(kube)  # nothing is decided while the cluster cannot be read
+    notebook.refresh_from_db()
+    assert notebook.state == "stopping"
+    stack_cluster.clear_faults()
+    assert reconciled(kube, notebook) == "stopped"
+    wait_for(lambda: count(stack_cluster, "pod", notebook) == 0, what="the pod to go")
+
+
+def test_reconcile_finishes_a_lost_delete_without_waiting_for_the_sweep(
+    kube: Kube, stack_cluster: SimCluster, notebook: Workspace, org: Org
+) -> None:
+    _running(kube, notebook)
+    actions.do_delete(org.member, notebook)
+    _owed_for(notebook, 60)
+    reconcile.reconcile(kube, sweep=False)
+    assert [count(stack_cluster, k, notebook) for k in ("service", "persistent_volume_claim", "secret")] == [0, 0, 0]
+    wait_for(lambda: count(stack_cluster, "pod", notebook) == 0, what="the pod to go")
+
+
+def test_a_pass_that_failed_gives_the_orphan_sweep_back(kube: Kube, stack_cluster: SimCluster, db: None) -> None:
+    cache.delete("reconcile:sweep")
+    stack_cluster.inject_fault(count=1000, status=503)
+    with pytest.raises(TransientKubeError):
+        reconcile.reconcile(kube)
+    assert orphan_sweep_due()  # the next pass sweeps instead of waiting out ORPHAN_SWEEP_SECONDS

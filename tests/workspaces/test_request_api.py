@@ -99,7 +99,7 @@ BAD_REQUESTS = [
         "env: '1BAD' is not a valid variable name (letters, digits and _; not starting with a digit).",
     ),
     ({"team": "beta"}, "team: You are not a member of a team called 'beta'."),
-    ({"max_runtime_hours": 1000}, "max_runtime_hours: At most 72 hours."),
+    ({"max_runtime_hours": 1000}, "max_runtime_hours: Alpha allows at most 72 hours."),
     (
         {"command": ["python", "x.py"]},
         "command: Notebooks run the image's Jupyter server; a command is only for training jobs.",
