@@ -21,12 +21,11 @@ from workspaces.transitions import State, note, transition
 
 
 def _policy_problems(
-    user: Any, team: Any, offering: GpuOffering, kind: str, hours: int, gpu_equivalents: Any
+    rules: services.TeamRules, user: Any, team: Any, offering: GpuOffering, kind: str, hours: int, gpu_equivalents: Any
 ) -> dict[str, str]:
     """What the team's current rules refuse: its lead's policy (runtime, offerings), its quota and the
     member's cap in it. Requests and resumes both answer to them."""
     errors: dict[str, str] = {}
-    rules = services.team_rules(team.pk)
     if hours > rules.max_runtime_hours:
         errors["max_runtime_hours"] = f"{team.name} allows at most {rules.max_runtime_hours} hours."
     if rules.allowed_offerings and offering.slug not in rules.allowed_offerings:
@@ -42,8 +41,9 @@ def _team_problems(user: Any, data: dict[str, Any]) -> tuple[dict[str, str], dic
     """The rules that depend on the team and the catalogue. Returns the problems by field, and the request
     with its runtime and image resolved."""
     team, offering, kind = data["team"], data["offering"], data["kind"]
-    hours = data.get("max_runtime_hours") or services.team_rules(team.pk).default_runtime_hours
-    errors = _policy_problems(user, team, offering, kind, hours, data["gpu_equivalents"])
+    rules = services.team_rules(team.pk)
+    hours = data.get("max_runtime_hours") or rules.default_runtime_hours
+    errors = _policy_problems(rules, user, team, offering, kind, hours, data["gpu_equivalents"])
     image = data["image"]
     try:
         image = image_reference(image, kind)
@@ -132,7 +132,13 @@ def do_resume(user: Any, workspace: Workspace) -> Workspace:
     rules = services.team_rules(workspace.team_id)
     runtime = min(workspace.max_runtime_seconds, rules.max_runtime_hours * 3600)
     errors = _policy_problems(
-        workspace.owner, workspace.team, workspace.offering, workspace.kind, runtime // 3600, workspace.gpu_equivalents
+        rules,
+        workspace.owner,
+        workspace.team,
+        workspace.offering,
+        workspace.kind,
+        runtime // 3600,
+        workspace.gpu_equivalents,
     )
     if errors:
         raise ValidationError(errors)
