@@ -273,6 +273,9 @@ PREEMPTION_NOTICE_SECONDS = env_float("PREEMPTION_NOTICE_SECONDS", 120.0, minimu
 # Half-life of the decayed usage that orders the queue by fair share (what a team used this long ago
 # counts half); 0 uses only what each team holds now.
 FAIR_SHARE_HALF_LIFE_SECONDS = env_float("FAIR_SHARE_HALF_LIFE_SECONDS", 4 * 3600.0, minimum=0.0)
+# Retries of a cluster task on transient errors (exponential backoff, 1 s to 30 s): an optimisation only,
+# since the reconcile loop finishes what a task gave up on.
+KUBE_TASK_MAX_RETRIES = env_int("KUBE_TASK_MAX_RETRIES", 8, minimum=0)
 # An admitted workspace without objects for this long had its provisioning task lost: enqueue it again.
 PROVISIONING_RETRY_SECONDS = env_float("PROVISIONING_RETRY_SECONDS", 30.0, minimum=1.0)
 # Seconds between reconcile passes that also sweep orphaned services, secrets and volumes (pods and jobs:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from django.conf import settings
 
 from portal.queue import enqueue_coalesced, mark_started
 from scheduling.kube.calls import TransientKubeError
@@ -19,7 +20,7 @@ RETRY: dict[str, Any] = {
     "retry_backoff": 1,
     "retry_backoff_max": 30,
     "retry_jitter": True,
-    "max_retries": 8,
+    "max_retries": settings.KUBE_TASK_MAX_RETRIES,
 }
 
 

@@ -29,8 +29,10 @@ the rest of that team's queue in that flavour.
 
 Member caps (a lead's limit on one member's share of the team's quota) are not part of this decision: they
 are checked by the live cycle only (``scheduling/loops/cycle.py``, ``admit_one``, against the locked
-``scheduling/quota/snapshot.py``), where a member over their cap waits with "Waiting for your share". The
-queue benchmark has no members, so nothing here needs them.
+``scheduling/quota/snapshot.py``), where a member over their cap waits with "Waiting for your share": such
+requests are left out of the decision, and requests the cycle could not admit after all are dropped and the
+rest decided again (``_admit_gpu_queue``), so no room is planned for what cannot start. The queue benchmark
+has no members, so nothing here needs them.
 
 Waiting workloads get a reason code and a sentence, and a position: their rank among the workloads waiting
 for the flavour in the order the next cycle will take them.

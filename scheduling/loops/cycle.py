@@ -3,12 +3,16 @@
 One cycle at a time (``single_flight``). The admission engine orders the queue and decides who is
 admitted, who waits and which borrowers must make room; the placement engine (``inventory.Capacity``)
 chooses the node of each admitted workspace, which is pinned there. Each admission row-locks the team's
-quota, so admissions racing from several processes cannot overrun it.
+quota, so admissions racing from several processes cannot overrun it. A request that cannot start (over its
+member's cap, or refused by placement after the engine chose it) never holds back the others: it is left out
+and the rest decided again.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -19,6 +23,7 @@ from django.utils import timezone
 from portal.queue import enqueue
 from scheduling.demand import demand_of, is_gpu, workload_of
 from scheduling.engine.admission import AdmissionState, Preempt, Wait, WaitReason, decide
+from scheduling.engine.quota import QuotaConfig, Workload
 from scheduling.inventory import Capacity
 from scheduling.kube.calls import Kube
 from scheduling.loops import tasknames
@@ -33,6 +38,7 @@ from workspaces.transitions import State, note, set_reason, transition
 log = logging.getLogger(__name__)
 # JSON columns the cycle never reads; decoding them for thousands of rows per cycle is measurable.
 UNUSED = ("env", "command", "offering__allowed_counts", "offering__description")
+MAX_PASSES = 3  # of the admission engine per cycle, when requests it chose could not be admitted
 
 
 def _fmt(amount: Decimal) -> str:
@@ -58,14 +64,9 @@ def admit_one(
         if quotas.in_use(workspace.team_id, offering.flavour) + workspace.gpu_equivalents > ceiling:
             set_reason(workspace, _quota_message(workspace, quotas, borrowing=borrowing), source="scheduler")
             return False
-        capped = quotas.member(workspace.team_id, workspace.owner_id, offering.flavour)
-        if capped and capped[1] + workspace.gpu_equivalents > capped[0]:
-            set_reason(
-                workspace,
-                f"Waiting for your share: your lead caps you at {_fmt(capped[0])} {offering.flavour} "
-                f"GPU-equivalents, you use {_fmt(capped[1])} and this needs {_fmt(workspace.gpu_equivalents)}.",
-                source="scheduler",
-            )
+        over_cap = _over_member_cap(workspace, quotas)
+        if over_cap:
+            set_reason(workspace, over_cap, source="scheduler")
             return False
     demand = demand_of(workspace)
     nodes = capacity.place(demand)
@@ -92,6 +93,18 @@ def admit_one(
         quotas.take(workspace)
         enqueue(tasknames.PROVISION, workspace.pk)
     return admitted
+
+
+def _over_member_cap(workspace: Workspace, quotas: QuotaSnapshot) -> str:
+    """Why ``workspace`` waits for its owner's share of the team's quota; empty when the cap allows it."""
+    flavour = workspace.offering.flavour
+    capped = quotas.member(workspace.team_id, workspace.owner_id, flavour)
+    if not capped or capped[1] + workspace.gpu_equivalents <= capped[0]:
+        return ""
+    return (
+        f"Waiting for your share: your lead caps you at {_fmt(capped[0])} {flavour} GPU-equivalents, "
+        f"you use {_fmt(capped[1])} and this needs {_fmt(workspace.gpu_equivalents)}."
+    )
 
 
 def _give_notice(workspace: Workspace, preempt: Preempt, now: datetime) -> None:
@@ -148,6 +161,57 @@ def _wait_message(workspace: Workspace, wait: Wait, capacity: Capacity, quotas: 
     return f"Waiting: {wait.message}."
 
 
+def _admit_gpu_queue(
+    queue: list[Workspace],
+    held: list[Workload],
+    config: QuotaConfig,
+    usage: Mapping[tuple[str, str], float],
+    capacity: Capacity,
+    quotas: QuotaSnapshot,
+    by_id: dict[str, Workspace],
+    now: datetime,
+) -> int:
+    """Decide, admit what the engine chose, and decide again without what could not be admitted after all.
+
+    The engine does not know member caps or node fragmentation, so ``admit_one`` can refuse what it chose.
+    Left in, such a request would hold its units in the engine's ledger: the requests behind it would wait
+    for room that is in fact free, with reasons that count it (a capped head blocking the queue). So each
+    refused request drops out and the rest are decided again against what was really admitted, a few
+    passes at most; the waiting reasons are those of the last pass, which saw the state the cycle ends in.
+    """
+    held = list(held)
+    pending = []
+    for workspace in queue:
+        over_cap = _over_member_cap(workspace, quotas)
+        if over_cap:  # cannot start whatever the rest of the queue does: no room is planned for it
+            set_reason(workspace, over_cap, source="scheduler")
+        else:
+            pending.append(workspace)
+    count = 0
+    for _ in range(MAX_PASSES):
+        decisions = decide(AdmissionState(config, held, usage), [workload_of(w) for w in pending])
+        for preempt in decisions.preempt:
+            _give_notice(by_id[preempt.workload_id], preempt, now)
+        noticed = {preempt.workload_id for preempt in decisions.preempt}
+        held = [replace(w, preempting=True) if w.id in noticed else w for w in held]  # not chosen twice
+        refused = False
+        for admit in decisions.admit:
+            workspace = by_id[admit.workload_id]
+            if admit_one(workspace, capacity, borrowing=admit.borrowing, quotas=quotas):
+                count += 1
+                held.append(workload_of(workspace))
+            else:
+                refused = True
+        waiting = [by_id[wait.workload_id] for wait in decisions.waiting]
+        if not (refused and waiting):
+            break
+        pending = waiting
+    for wait in decisions.waiting:
+        workspace = by_id[wait.workload_id]
+        set_reason(workspace, _wait_message(workspace, wait, capacity, quotas), source="scheduler")
+    return count
+
+
 def run_cycle(kube: Kube) -> int:
     """Admit what fits; returns how many workspaces were admitted (0 if another cycle is running)."""
     with single_flight("scheduling-cycle") as acquired:
@@ -177,20 +241,14 @@ def run_cycle(kube: Kube) -> int:
                 demand = demand_of(pending)
                 if not (pending.pinned_node and capacity.reserve(demand, pending.pinned_node)):
                     capacity.place(demand)
-        state = AdmissionState(quota_config(capacity.by_model), admitted, usage)
-        decisions = decide(state, [workload_of(w) for w in queued if is_gpu(w)])
+        config = quota_config(capacity.by_model)
         by_id = {str(w.pk): w for w in [*queued, *active]}
-        for preempt in decisions.preempt:
-            _give_notice(by_id[preempt.workload_id], preempt, now)
         # One transaction: the quota rows of the queued teams stay locked while the cycle admits against
         # the quotas, and the provisioning tasks go out when it commits.
         with transaction.atomic():
             quotas = QuotaSnapshot.read({w.team_id for w in queued}, lock=True)
-            for wait in decisions.waiting:
-                waiting = by_id[wait.workload_id]
-                set_reason(waiting, _wait_message(waiting, wait, capacity, quotas), source="scheduler")
-            count = sum(
-                admit_one(by_id[a.workload_id], capacity, borrowing=a.borrowing, quotas=quotas) for a in decisions.admit
+            count = _admit_gpu_queue(
+                [w for w in queued if is_gpu(w)], admitted, config, usage, capacity, quotas, by_id, now
             )
             count += sum(admit_one(w, capacity, quotas=quotas) for w in queued if not is_gpu(w))
         log.info("scheduling cycle admitted %d of %d queued workspaces", count, len(queued))
