@@ -1,7 +1,8 @@
 """Liveness and readiness endpoints for load balancers and Kubernetes probes.
 
-``/healthz`` only says the process answers. ``/readyz`` checks each dependency and reports each one, so an
-operator sees which is down; it answers 503 unless all are reachable.
+``/healthz`` only says the process answers. ``/readyz`` checks that the portal can do its work: the
+database answers a query, the broker a connection, the Kubernetes API a real read (not only /version). It
+reports each check and names the failed ones, and answers 503 unless all pass.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from portal.celery import app as celery_app
-from scheduling.kube.client import server_version
+from scheduling.kube.client import check_api
 
 
 @require_GET
@@ -39,7 +40,7 @@ def _broker() -> str:
 
 
 def _kubernetes() -> str:
-    return server_version()
+    return check_api()
 
 
 CHECKS: dict[str, Callable[[], str]] = {"database": _database, "broker": _broker, "kubernetes": _kubernetes}
@@ -58,5 +59,6 @@ def _run(check: Callable[[], str]) -> dict[str, object]:
 @never_cache
 def readyz(request: HttpRequest) -> JsonResponse:
     results = {name: _run(check) for name, check in CHECKS.items()}
-    ready = all(result["ok"] for result in results.values())
-    return JsonResponse({"status": "ready" if ready else "not ready", "checks": results}, status=200 if ready else 503)
+    failed = [name for name, result in results.items() if not result["ok"]]
+    body = {"status": "not ready" if failed else "ready", "failed": failed, "checks": results}
+    return JsonResponse(body, status=503 if failed else 200)

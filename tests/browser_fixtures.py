@@ -39,7 +39,8 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    # The notebook link goes to the simulated API server, which serves a self-signed certificate.
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, ignore_https_errors=True)
     context.set_default_timeout(10_000)
     page = context.new_page()
     yield page

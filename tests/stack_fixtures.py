@@ -27,7 +27,7 @@ from portal.workers import worker_argv
 from scheduling.kube.client import reset_client
 from scheduling.simcluster.testing import SimCluster, running_simcluster
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: the worker imports its code from there
 SPEED = 10.0  # simulated seconds per real second
 PR_SET_PDEATHSIG = 1
 _own_queues = itertools.count()
@@ -159,14 +159,17 @@ def cluster_client(stack_cluster: SimCluster, settings: Any) -> Iterator[None]:
 @pytest.fixture
 def quiet_cluster_loops(request: pytest.FixtureRequest) -> Iterator[None]:
     """Pause the session's worker (if the stack is in use) for tests that stage workspace rows by hand,
-    which its scheduling and reconcile loops would otherwise act on."""
+    which its scheduling and reconcile loops would otherwise act on, and for tests that use the session's
+    cluster without it: its orphan sweep cannot see a test's uncommitted rows and would delete their pods."""
     if connection.vendor != "postgresql" or not settings.REDIS_URL:
         yield
         return
     worker: Worker = request.getfixturevalue("worker")
+    was_running = worker.process is not None and worker.process.poll() is None
     worker.stop()
     yield
-    worker.start()
+    if was_running:  # else the next test that needs it (`stack`) starts it
+        worker.start()
 
 
 @pytest.fixture

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import urllib3
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
-from scheduling.kube.calls import Kube
+from scheduling.kube.calls import Kube, classify
+from scheduling.kube.keys import MANAGED_BY, MANAGER
 
 
 class KubeNotConfigured(ImproperlyConfigured):
@@ -44,9 +47,16 @@ def _timeout() -> tuple[float, float]:
     return (settings.KUBE_REQUEST_TIMEOUT, settings.KUBE_REQUEST_TIMEOUT)
 
 
-def server_version() -> str:
-    """Ask the API server for its version; raises on any failure. Used by the readiness check."""
-    info = client.VersionApi(api_client()).get_code(_request_timeout=_timeout())
+def check_api() -> str:
+    """The readiness check: the server's version, then a read the control loops depend on (their own
+    pods), since /version can answer while storage is down. Raises KubeError, with the API's message."""
+    try:
+        info = client.VersionApi(api_client()).get_code(_request_timeout=_timeout())
+        client.CoreV1Api(api_client()).list_pod_for_all_namespaces(
+            label_selector=f"{MANAGED_BY}={MANAGER}", limit=1, _request_timeout=_timeout(), _preload_content=False
+        )
+    except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+        raise classify(exc) from exc
     return str(info.git_version)
 
 

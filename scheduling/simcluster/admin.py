@@ -27,7 +27,7 @@ def handle(sim: SimServer, method: str, parts: list[str], body: Any) -> tuple[in
                 sim.faults.clear()
                 return 200, {"faults": []}
             if method == "POST":
-                return 201, {"fault": vars(sim.faults.add(body))}
+                return 201, {"fault": sim.faults.add(body).describe()}
         if route == ("clock",):
             if method == "POST":
                 if "speed" in body:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import ssl
 import sys
 import time
 from collections.abc import Iterator
@@ -16,9 +17,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
-from scheduling.simcluster import discovery, openapi, tables
+from scheduling.simcluster import auth, discovery, openapi, tables
 from scheduling.simcluster.api_deletion import DeleteOptions
 from scheduling.simcluster.errors import ApiError, bad_request, method_not_allowed, not_found
+from scheduling.simcluster.proxy import ProxyRequest
 from scheduling.simcluster.resources import ResourceType, lookup
 from scheduling.simcluster.store import BOOKMARK, ERROR, Watcher
 
@@ -104,7 +106,31 @@ class Router:
         self.cluster = sim.cluster
 
     def dispatch(self, req: Request) -> Response:
+        authenticated = auth.authenticate(req.path, req.headers, self.sim.token)
+        if authenticated:
+            # As the real server does: a backend behind the proxy never sees the API server's credentials.
+            req.headers.pop("authorization", None)
         parts = [p for p in req.path.split("/") if p]
+        if parts[:1] == ["_sim"]:
+            status, payload = self.sim.admin(req.method, parts[1:], req.json())
+            return Response.json(status, payload)
+        if not _is_resource_path(parts):
+            self._inject(req.method.lower(), req.path.rstrip("/") or "/", "")  # /version/ is /version
+        return self._route(req, parts)
+
+    def _inject(self, verb: str, resource: str, namespace: str) -> None:
+        """Delay and/or fail this call as a pending fault says."""
+        fault = self.sim.faults.take(verb, resource, namespace)
+        if fault is None:
+            return
+        if fault.delay_s:
+            time.sleep(fault.delay_s)
+        if fault.status:
+            raise ApiError(
+                fault.status, fault.reason, fault.text, retry_after_seconds=1 if fault.status == 429 else None
+            )
+
+    def _route(self, req: Request, parts: list[str]) -> Response:
         if not parts:
             return Response.json(200, {"paths": ["/api", "/api/v1", "/apis", "/metrics", "/version"]})
         head = parts[0]
@@ -118,9 +144,6 @@ class Router:
             raise ApiError(406, "NotAcceptable", "only the protobuf encoding of /openapi/v2 is served")
         if head == "metrics":
             return Response.text(200, self.sim.metrics_text(), "text/plain; version=0.0.4; charset=utf-8")
-        if head == "_sim":
-            status, payload = self.sim.admin(req.method, parts[1:], req.json())
-            return Response.json(status, payload)
         if head == "api":
             if len(parts) == 1:
                 return Response.json(200, discovery.api_versions(self.sim.address))
@@ -145,17 +168,7 @@ class Router:
         target = self._target(req, group, version, rest)
         verb = self._verb(req, target)
         resource = target.rtype.plural + (f"/{target.subresource}" if target.subresource else "")
-        fault = self.sim.faults.take(verb, resource, target.namespace or "")
-        if fault is not None:
-            if fault.delay_s:
-                time.sleep(fault.delay_s)
-            if fault.status:
-                raise ApiError(
-                    fault.status,
-                    fault.reason,
-                    fault.text,
-                    retry_after_seconds=1 if fault.status == 429 else None,
-                )
+        self._inject(verb, resource, target.namespace or "")
         if target.subresource:
             return self._subresource(req, target)
         return self._resource(req, target, verb)
@@ -359,9 +372,17 @@ class Router:
         if sub == "binding" and req.method == "POST":
             return Response.json(201, self.sim.bind(namespace, name, req.json() or {}))
         if sub == "proxy":
-            status, content_type, body = self.sim.proxy(rtype.plural, namespace, name, target.rest, req.query)
-            return Response(status, body, content_type)
+            prefix = req.path[: len(req.path) - len(target.rest)] if target.rest else req.path
+            answer = self.sim.proxy(
+                ProxyRequest(rtype.plural, namespace, name, target.rest, req.query, req.headers, prefix)
+            )
+            return Response(answer.status, answer.body, answer.content_type, dict(answer.headers))
         raise method_not_allowed()
+
+
+def _is_resource_path(parts: list[str]) -> bool:
+    """Whether the path names resources (`/api/v1/pods...`, `/apis/batch/v1/jobs...`), not discovery."""
+    return (parts[:1] == ["api"] and len(parts) > 2) or (parts[:1] == ["apis"] and len(parts) > 3)
 
 
 def _path_not_found(path: str) -> ApiError:
@@ -378,10 +399,17 @@ class ApiHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
     router: Router
+    ssl_context: ssl.SSLContext
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = super().get_request()
+        # The TLS handshake happens on the first read, in the request's thread: a slow client never holds
+        # up the accept loop.
+        return self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients hang up on keep-alive connections all the time; only anything else is worth a trace.
-        if not isinstance(sys.exc_info()[1], ConnectionError):
+        if not isinstance(sys.exc_info()[1], ConnectionError | ssl.SSLError):
             log.exception("simcluster: request from %s failed", client_address)
 
 

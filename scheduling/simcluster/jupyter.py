@@ -18,9 +18,14 @@ Timestamps are ISO-8601 UTC with a ``Z`` suffix, as jupyter_server's ``isoformat
 from __future__ import annotations
 
 import hashlib
+import hmac
+import json
+import re
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 from scheduling.simcluster.telemetry import WorkloadProfile, activity, last_busy_at
 
@@ -80,3 +85,44 @@ def jupyter_status(
         "kernels": 0 if k is None else 1,
         "connections": 0 if k is None else k[0]["connections"],
     }
+
+
+# -- the token check (jupyter_server's IdentityProvider) ---------------------------------------------
+
+TOKEN_ARGS = ("--IdentityProvider.token=", "--ServerApp.token=", "--NotebookApp.token=")
+_AUTH_HEADER = re.compile(r"^(token|bearer)\s+(.+)$", re.IGNORECASE)
+
+
+def configured_token(args: list[str], env_token: str | None) -> str | None:
+    """The token the server was started with: a `--*.token=` argument, else `JUPYTER_TOKEN`; None when
+    neither is set (the server made up a random one that nobody was told). `""` disables the check."""
+    for arg in reversed(args):
+        for prefix in TOKEN_ARGS:
+            if arg.startswith(prefix):
+                return arg[len(prefix) :]
+    return env_token
+
+
+def presented_token(query: Mapping[str, str], headers: Mapping[str, str]) -> str:
+    """`?token=` first, then `Authorization: token ...` (or `bearer ...`), as jupyter_server reads them."""
+    if query.get("token"):
+        return query["token"]
+    match = _AUTH_HEADER.match(headers.get("authorization", ""))
+    return match.group(2).strip() if match else ""
+
+
+def authorised(expected: str | None, query: Mapping[str, str], headers: Mapping[str, str]) -> bool:
+    if expected == "":
+        return True
+    presented = presented_token(query, headers)
+    return expected is not None and bool(presented) and hmac.compare_digest(presented.encode(), expected.encode())
+
+
+def refusal(path: str, prefix: str) -> tuple[int, str, bytes, dict[str, str]]:
+    """What jupyter_server answers a request without a valid token: 403 with its JSON error for the REST
+    API, a redirect to the login page for pages. `prefix` is where the server is reached (its base URL)."""
+    if "/api/" in path + "/":
+        body = json.dumps({"message": "Forbidden", "reason": None}).encode()
+        return 403, "application/json", body, {}
+    location = f"{prefix.rstrip('/')}/login?next={quote(prefix.rstrip('/') + path, safe='')}"
+    return 302, "text/html; charset=utf-8", b"", {"Location": location}

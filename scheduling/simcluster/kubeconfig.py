@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import base64
 import os
+import secrets
 from pathlib import Path
 
 import yaml
 
 CONTEXT = "simcluster"
-# Any bearer token (or none) is accepted; a token user keeps clients on their ordinary auth path.
-TOKEN = "simcluster-token"  # noqa: S105 - not a secret: the simulated server accepts every token
 
 
-def render(server_url: str, namespace: str = "default") -> str:
+def new_token() -> str:
+    """A bearer token for one server: the API server accepts only this one, as a real one would."""
+    return secrets.token_urlsafe(32)
+
+
+def render(server_url: str, token: str, ca_pem: str, namespace: str = "default") -> str:
+    ca_data = base64.b64encode(ca_pem.encode()).decode()
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": CONTEXT, "cluster": {"server": server_url}}],
-        "users": [{"name": "simcluster-admin", "user": {"token": TOKEN}}],
+        "clusters": [{"name": CONTEXT, "cluster": {"server": server_url, "certificate-authority-data": ca_data}}],
+        "users": [{"name": "simcluster-admin", "user": {"token": token}}],
         "contexts": [
             {
                 "name": CONTEXT,
@@ -30,10 +36,11 @@ def render(server_url: str, namespace: str = "default") -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def write(path: str | Path, server_url: str) -> Path:
+def write(path: str | Path, server_url: str, token: str, ca_pem: str) -> Path:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(render(server_url))
+    tmp.write_text(render(server_url, token, ca_pem))
+    tmp.chmod(0o600)  # it holds a credential
     os.replace(tmp, target)  # readers never see a half-written file
     return target

@@ -1,11 +1,15 @@
 """The API server's proxy to services and pods, which here reaches the simulated Jupyter server of a
-notebook pod: `/api/status`, `/api/kernels`, and a small page for anything else."""
+notebook pod: `/api/status`, `/api/kernels`, a login page, and a small page for anything else. Jupyter
+checks the token the pod was started with (`JUPYTER_TOKEN`, usually from a Secret) before answering."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import html
 import json
 import threading
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +58,67 @@ def _backing_pod(cluster: Cluster, plural: str, namespace: str, raw_name: str) -
     return ready[0]
 
 
+@dataclass(frozen=True)
+class ProxyRequest:
+    plural: str  # services or pods
+    namespace: str
+    name: str  # as in the path: name, name:port, http:name:port
+    rest: str  # the path after `/proxy`
+    query: dict[str, str]
+    headers: dict[str, str]  # lower-case keys; the API server's own credentials already removed
+    prefix: str  # the path up to and including `/proxy`: where the browser sees Jupyter's base URL
+
+
+@dataclass(frozen=True)
+class ProxyAnswer:
+    status: int
+    content_type: str
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _secret_value(cluster: Cluster, namespace: str, ref: JSON) -> str | None:
+    secret = cluster.get_object("secrets", namespace, str(ref.get("name", "")))
+    if secret is None:
+        return None
+    key = str(ref.get("key", ""))
+    if key in (secret.get("stringData") or {}):
+        return str(secret["stringData"][key])
+    encoded = (secret.get("data") or {}).get(key)
+    try:
+        return base64.b64decode(encoded, validate=True).decode() if encoded is not None else None
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def _env_token(cluster: Cluster, namespace: str, container: JSON) -> str | None:
+    for var in container.get("env") or []:
+        if var.get("name") != "JUPYTER_TOKEN":
+            continue
+        if "value" in var:
+            return str(var["value"])
+        ref = (var.get("valueFrom") or {}).get("secretKeyRef")
+        return _secret_value(cluster, namespace, ref) if ref else None
+    return None
+
+
+def notebook_token(cluster: Cluster, pod: JSON) -> str | None:
+    """The token the pod's Jupyter was started with (see jupyter.configured_token)."""
+    namespace = pod["metadata"]["namespace"]
+    for container in pod.get("spec", {}).get("containers") or []:
+        args = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+        token = jupyter.configured_token(args, _env_token(cluster, namespace, container))
+        if token is not None:
+            return token
+    return None
+
+
+def _page(title: str) -> ProxyAnswer:
+    escaped = html.escape(title)
+    page = f"<!doctype html><html><head><title>{escaped}</title></head><body><h1>{escaped}</h1></body></html>"
+    return ProxyAnswer(200, "text/html; charset=utf-8", page.encode())
+
+
 class Proxy:
     """Answers proxied requests. Remembers when each notebook last saw API traffic, since every
     authenticated Jupyter request counts as activity unless it says `no_track_activity=1`."""
@@ -64,19 +129,23 @@ class Proxy:
         self._api_activity: dict[str, datetime] = {}
         self._lock = threading.Lock()
 
-    def answer(
-        self, plural: str, namespace: str, raw_name: str, rest: str, query: dict[str, str]
-    ) -> tuple[int, str, bytes]:
-        pod = _backing_pod(self.cluster, plural, namespace, raw_name)
-        status = pod.get("status", {})
-        if status.get("phase") != "Running":
+    def answer(self, request: ProxyRequest) -> ProxyAnswer:
+        pod = _backing_pod(self.cluster, request.plural, request.namespace, request.name)
+        if pod.get("status", {}).get("phase") != "Running":
             raise ApiError(503, "ServiceUnavailable", f'pod "{pod["metadata"]["name"]}" is not running')
-        meta = pod["metadata"]
+        # Jupyter may be served under a base URL (/notebook/<ns>/<name>/api/...); match on the tail.
+        path = "/" + request.rest.strip("/")
+        if path.endswith("/login"):
+            return _page("Simulated Jupyter: log in with a token")
+        if not jupyter.authorised(notebook_token(self.cluster, pod), request.query, request.headers):
+            return ProxyAnswer(*jupyter.refusal(path, request.prefix))
+        return self._jupyter(pod, path, request.query)
+
+    def _jupyter(self, pod: JSON, path: str, query: dict[str, str]) -> ProxyAnswer:
+        status, meta = pod.get("status", {}), pod["metadata"]
         profile = telemetry.profile_for_pod(meta.get("annotations"), meta.get("labels"))
         started = parse_time(status.get("startTime") or meta["creationTimestamp"])
         now = self.cluster.clock.now()
-        # Jupyter may be served under a base URL (/notebook/<ns>/<name>/api/...); match on the tail.
-        path = "/" + rest.strip("/")
         tracked = path.endswith("/api/status") or query.get("no_track_activity") == "1"
         with self._lock:
             if not tracked:
@@ -89,7 +158,5 @@ class Proxy:
         elif path.endswith("/api/kernels"):
             body = jupyter.jupyter_kernels(profile, started, now, self.seed, meta["uid"])
         else:
-            title = html.escape(f"Simulated Jupyter for {meta['namespace']}/{meta['name']}")
-            page = f"<!doctype html><html><head><title>{title}</title></head><body><h1>{title}</h1></body></html>"
-            return 200, "text/html; charset=utf-8", page.encode()
-        return 200, "application/json", json.dumps(body).encode()
+            return _page(f"Simulated Jupyter for {meta['namespace']}/{meta['name']}")
+        return ProxyAnswer(200, "application/json", json.dumps(body).encode())

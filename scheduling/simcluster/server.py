@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from scheduling.simcluster import admin, kubeconfig, pod_actions, proxy, schemas
+from scheduling.simcluster import admin, kubeconfig, pod_actions, proxy, schemas, tls
 from scheduling.simcluster.api import Cluster
 from scheduling.simcluster.clock import SimClock
 from scheduling.simcluster.controllers import Controllers, Timings
@@ -16,6 +16,7 @@ from scheduling.simcluster.errors import bad_request
 from scheduling.simcluster.faults import Faults
 from scheduling.simcluster.handlers import ApiHTTPServer, ApiRequestHandler, Router
 from scheduling.simcluster.nodes import default_cluster_file, load_cluster_file
+from scheduling.simcluster.proxy import ProxyAnswer, ProxyRequest
 
 JSON = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -31,14 +32,18 @@ class SimServer:
         host: str = "127.0.0.1",
         port: int = 0,
         timings: Timings | None = None,
+        token: str | None = None,
     ) -> None:
+        self.token = token or kubeconfig.new_token()
         self.spec = load_cluster_file(nodes_file or default_cluster_file())
         self.seed = seed
         self.clock = SimClock(speed=speed)
         self.cluster = Cluster(clock=self.clock, seed=seed)
-        self.faults = Faults()
+        self.faults = Faults(self.clock)
         self.controllers = Controllers(self.cluster, self.spec, seed=seed, timings=timings or Timings())
+        self.cert = tls.self_signed(host)
         self.httpd = ApiHTTPServer((host, port), ApiRequestHandler)
+        self.httpd.ssl_context = self.cert.server_context()
         self.httpd.router = Router(self)
         self._proxy = proxy.Proxy(self.cluster, seed)
         self._thread: threading.Thread | None = None
@@ -50,7 +55,7 @@ class SimServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.address}"
+        return f"https://{self.address}"
 
     def start(self) -> None:
         schemas.warm_up()
@@ -67,7 +72,7 @@ class SimServer:
         self.httpd.server_close()
 
     def write_kubeconfig(self, path: str | Path) -> Path:
-        return kubeconfig.write(path, self.url)
+        return kubeconfig.write(path, self.url, self.token, self.cert.cert_pem)
 
     # -- what the HTTP routes call ------------------------------------------------------------------
 
@@ -99,5 +104,5 @@ class SimServer:
             raise bad_request("Binding target must be specified: target.name is required")
         return self.controllers.bind(namespace, name, target)
 
-    def proxy(self, plural: str, namespace: str, name: str, rest: str, query: dict[str, str]) -> tuple[int, str, bytes]:
-        return self._proxy.answer(plural, namespace, name, rest, query)
+    def proxy(self, request: ProxyRequest) -> ProxyAnswer:
+        return self._proxy.answer(request)

@@ -4,6 +4,7 @@ the Kubernetes API (official client, kubectl) and the simulator's `/_sim/` contr
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -34,6 +35,8 @@ class SimAdminError(RuntimeError):
 class SimCluster:
     url: str
     kubeconfig_path: Path
+    token: str  # the API server's bearer token, as written into the kubeconfig
+    ca_pem: str  # the certificate it serves (self-signed), also in the kubeconfig
 
     def api_client(self) -> client.ApiClient:
         """An ApiClient configured from the kubeconfig, as the portal configures its own."""
@@ -47,10 +50,11 @@ class SimCluster:
             f"{self.url}/_sim/{path.lstrip('/')}",
             data=data,
             method=method,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+            context = ssl.create_default_context(cadata=self.ca_pem)
+            with urllib.request.urlopen(request, timeout=30, context=context) as response:  # noqa: S310
                 result: JSON = json.loads(response.read() or b"{}")
                 return result
         except urllib.error.HTTPError as exc:
@@ -66,8 +70,11 @@ class SimCluster:
         status: int = 0,
         delay_s: float = 0.0,
         message: str = "",
+        duration_s: float = 0.0,
     ) -> JSON:
-        """Fail (status) and/or delay the next `count` API calls matching verb/resource/namespace."""
+        """Fail (status) and/or delay the next `count` API calls matching verb/resource/namespace, or
+        with `duration_s` every matching call for that many simulated seconds. `resource` may also be a
+        non-resource path such as `/version`; `*` covers every path (see faults.py)."""
         spec = {
             "verb": verb,
             "resource": resource,
@@ -76,6 +83,7 @@ class SimCluster:
             "status": status,
             "delay_s": delay_s,
             "message": message,
+            "duration_s": duration_s,
         }
         return self.admin("POST", "faults", spec)
 
@@ -129,6 +137,6 @@ def running_simcluster(
     server.start()
     try:
         kubeconfig = server.write_kubeconfig(Path(tmp_dir) / "kubeconfig")
-        yield SimCluster(server.url, kubeconfig)
+        yield SimCluster(server.url, kubeconfig, server.token, server.cert.cert_pem)
     finally:
         server.stop()

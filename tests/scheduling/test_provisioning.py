@@ -26,7 +26,7 @@ from workspaces.models import GpuOffering, Workspace
 
 
 @pytest.fixture
-def kube(stack_cluster: SimCluster) -> Iterator[Kube]:
+def kube(stack_cluster: SimCluster, quiet_cluster_loops: None) -> Iterator[Kube]:
     api = stack_cluster.api_client()
     yield Kube(api, timeout=5)
     stack_cluster.clear_faults()

@@ -19,7 +19,7 @@ def test_it_serves_on_loopback_writes_a_kubeconfig_and_stops_on_sigterm(tmp_path
     try:
         assert server.stdout is not None
         url = server.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:")
+        assert url.startswith("https://127.0.0.1:")
 
         api = config.new_client_from_config(config_file=str(kubeconfig))
         assert api.configuration.host == url

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-from kubernetes import watch
+from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from scheduling.simcluster.testing import SimAdminError
@@ -144,3 +146,36 @@ def test_the_clock_moves_jobs_past_their_deadline(sim, batch, namespace):
         return any(c.type == "Failed" and c.reason == "DeadlineExceeded" for c in conditions)
 
     wait_for(failed, what="DeadlineExceeded")
+
+
+def test_a_fault_on_every_path_covers_version_and_discovery_until_it_expires(sim, api):
+    sim.inject_fault(status=503, duration_s=60, message="apiserver is shutting down")
+    try:
+        calls: list[Callable[[], Any]] = [
+            client.VersionApi(api).get_code,  # /version/
+            client.CoreApi(api).get_api_versions,  # /api/
+            client.ApisApi(api).get_api_versions,  # /apis/
+            client.CoreV1Api(api).get_api_resources,  # /api/v1/
+            client.CoreV1Api(api).list_node,
+        ]
+        for call in calls:
+            with pytest.raises(ApiException) as caught:
+                call()
+            assert caught.value.status == 503
+        assert len(sim.admin("GET", "faults")["faults"]) == 1  # a timed fault is not used up
+
+        sim.advance_clock(61)
+        assert client.VersionApi(api).get_code().git_version
+        assert sim.admin("GET", "faults") == {"faults": []}
+    finally:
+        sim.clear_faults()
+
+
+def test_a_fault_can_name_one_non_resource_path(sim, api, v1):
+    sim.inject_fault(verb="get", resource="/version", status=500)
+
+    v1.list_node()  # not a match: the fault waits for /version
+    with pytest.raises(ApiException) as caught:
+        client.VersionApi(api).get_code()
+    assert caught.value.status == 500
+    assert client.VersionApi(api).get_code().git_version
