@@ -4,6 +4,9 @@ One file, typed readers that fail loudly (``portal/env.py``). ``PORTAL_ENV`` pic
 
 * ``production`` (default): DEBUG off, ``DJANGO_SECRET_KEY`` required, secure cookies.
 * ``demo``: the one-command demo (SQLite, in-process broker, simulated cluster); a fixed insecure key.
+  DEBUG is off here too, so visitors see the portal's own 403/404/500 pages, never Django's debug pages
+  (which list every URL pattern and settings); WhiteNoise serves the static files without DEBUG.
+  ``DJANGO_DEBUG=true`` turns the debug pages back on for someone developing.
 * ``test``: like demo, plus a fast password hasher. ``portal/settings_test.py`` selects it for pytest.
 
 Every variable is listed with a comment in ``docker/.env.example``.
@@ -39,7 +42,7 @@ IS_PRODUCTION = PORTAL_ENV == "production"
 # Runtime files (SQLite database, broker folders, kubeconfig of the simulated cluster) live here.
 VAR_DIR = env_path("PORTAL_VAR_DIR", BASE_DIR / "var")
 
-DEBUG = env_bool("DJANGO_DEBUG", PORTAL_ENV == "demo")
+DEBUG = env_bool("DJANGO_DEBUG", False)
 
 _secret = env_secret("DJANGO_SECRET_KEY")
 if not _secret:
@@ -72,6 +75,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before anything reads the URL: NUL in a path or query parameter is a 500 on PostgreSQL.
+    "portal.refuse_nul.RefuseNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -168,6 +173,8 @@ STATICFILES_FINDERS = [
 ]
 # Serve straight from the finders when nothing was collected (demo, tests); production images collect.
 WHITENOISE_USE_FINDERS = not IS_PRODUCTION or env_bool("WHITENOISE_USE_FINDERS", False)
+# The demo runs with DEBUG off: look the files up on each request, so edited CSS shows without a restart.
+WHITENOISE_AUTOREFRESH = DEBUG or PORTAL_ENV == "demo"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -191,11 +198,28 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # Caps ?limit= (portal/api/pagination.py): an unbounded one reached the database as LIMIT.
+    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.ClampedLimitOffsetPagination",
     "PAGE_SIZE": 100,
+    # JSON bodies with a depth limit and no NUL (portal/api/parsers.py); forms as DRF's defaults.
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.api.parsers.SafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
-    "DEFAULT_THROTTLE_RATES": {"user": env_str("API_THROTTLE_USER", "6000/hour")},
+    # OPTIONS on collection endpoints that take PUT (portal/api/metadata.py).
+    "DEFAULT_METADATA_CLASS": "portal.api.metadata.PortalMetadata",
+    # Per signed-in user; anonymous callers (only the schema and docs answer them) per address.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.UserRateThrottle",
+        "rest_framework.throttling.AnonRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env_str("API_THROTTLE_USER", "6000/hour"),
+        "anon": env_str("API_THROTTLE_ANON", "600/hour"),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU workspace portal API",

@@ -12,6 +12,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("teams/", views.team_list, name="teams"),
     path("teams/<int:team_id>/", views.team_detail, name="team-detail"),
+    path("teams/<int:team_id>/members/", views.team_members, name="team-members"),
     path("workspaces/", include("workspaces.urls")),
     path("queue/", scheduling_views.queue_page, name="queue"),
     path("teams/<int:team_id>/quota/", scheduling_views.team_quota_page, name="team-quota"),

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
-from portal import access
+from portal import access, actions
 from portal.http import AuthenticatedRequest
 from portal.models import Membership
 
@@ -41,8 +44,43 @@ def team_detail(request: AuthenticatedRequest, team_id: int) -> HttpResponse:
             "members": members,
             "my_role": access.role_in_team(request.user, team),
             "can_manage": access.can_manage_team(request.user, team),
+            "roles": Membership.Role.choices,
         },
     )
+
+
+def _messages_of(exc: ValidationError) -> str:
+    return " ".join(exc.messages)
+
+
+@require_POST
+@login_required
+def team_members(request: AuthenticatedRequest, team_id: int) -> HttpResponse:
+    """The team page's member controls: add by username, change a role, remove. The same access rule and
+    actions as the API (``portal.access``, ``portal.actions``), so the same refusals and the same audit."""
+    team = access.access_team_for_management(request.user, team_id)
+    op = request.POST.get("op")
+    username = (request.POST.get("username") or "").strip()
+    role = request.POST.get("role") or Membership.Role.MEMBER
+    try:
+        if not username:
+            raise ValidationError({"username": "Give the username of the person."})
+        if op == "add":
+            membership = actions.do_add_member(request.user, team, username, role)
+            messages.success(request, f"Added {username} to {team.name} as {membership.get_role_display().lower()}.")
+        elif op == "role":
+            membership = actions.do_change_member_role(request.user, team, username, role)
+            messages.success(request, f"{username} is now a {membership.get_role_display().lower()} of {team.name}.")
+        elif op == "remove":
+            actions.do_remove_member(request.user, team, username)
+            messages.success(request, f"Removed {username} from {team.name}.")
+            if not access.teams_visible_to(request.user).filter(pk=team.pk).exists():
+                return redirect("home")  # they removed themselves and no longer see the team
+        else:
+            raise ValidationError(f"Unknown change {op!r}: add, role or remove.")
+    except ValidationError as exc:
+        messages.error(request, _messages_of(exc))
+    return redirect("team-detail", team_id=team.pk)
 
 
 def _placeholder(title: str, text: str) -> Callable[[HttpRequest], HttpResponse]:

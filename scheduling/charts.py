@@ -98,6 +98,14 @@ def quota_series(
     )
 
 
+def worth_charting(flavour: str, series: QuotaSeries, guaranteed: float, borrow_limit: float) -> bool:
+    """Whether a flavour's figure would show anything: a GPU model (CPU-only work has no GPU-equivalents,
+    so its figure is always empty) with a guarantee, a borrowing limit, or some use in the window."""
+    if not flavour:
+        return False
+    return bool(guaranteed or borrow_limit or any(series.used) or any(series.borrowed) or any(series.lent))
+
+
 def quota_figure(flavour: str, series: QuotaSeries, guaranteed: float, borrow_limit: float) -> dict[str, Any]:
     """Used, borrowed and lent GPU-equivalents over time against the guarantee and the borrowing ceiling."""
     stamps = [t.isoformat() for t in series.times]

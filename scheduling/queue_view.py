@@ -13,7 +13,6 @@ from django.db.models import F
 from django.utils import timezone
 
 from scheduling import services
-from scheduling.quota import rules as quota
 from workspaces.deadlines import workspace_deadline
 from workspaces.models import GpuOffering, Workspace
 
@@ -59,15 +58,18 @@ def _alternatives(
     workspace: Workspace,
     offerings: list[GpuOffering],
     free: dict[str, int | None],
-    summaries: dict[tuple[int, str], dict[str, Decimal]],
+    left: dict[tuple[int, str], Decimal],
+    rules: services.TeamRules,
 ) -> list[str]:
-    """Offerings of the same kind of work that could start now within the team's quota."""
+    """Offerings the team's policy allows that could start now within what is left to the owner: the team's
+    guarantee and the owner's own cap in it (``services.member_quota_left``)."""
     options = []
     for offering in offerings:
         if offering.pk == workspace.offering_id or offering.kind == GpuOffering.Kind.CPU or not free.get(offering.slug):
             continue
-        numbers = summaries.get((workspace.team_id, offering.flavour), {"guaranteed": Decimal(0), "used": Decimal(0)})
-        if numbers["used"] + offering.gpu_equivalents <= numbers["guaranteed"]:
+        if rules.allowed_offerings and offering.slug not in rules.allowed_offerings:
+            continue
+        if offering.gpu_equivalents <= left.get((workspace.team_id, offering.flavour), Decimal(0)):
             options.append(f"{offering.display_name} is free now")
     return options[:3]
 
@@ -88,7 +90,8 @@ def queue_entries(user: Any) -> list[dict[str, Any]]:
         by_flavour[workspace.offering.flavour].append(workspace)
     offerings = list(GpuOffering.objects.filter(enabled=True))
     free = services.free_units(offerings)
-    summaries = quota.quota_summaries({w.team_id for w in queued if w.pk in visible})
+    rules: dict[int, services.TeamRules] = {}
+    left: dict[tuple[int, int], dict[tuple[int, str], Decimal]] = {}  # per (team, owner)
     entries = []
     for flavour, waiting in by_flavour.items():
         estimates = _estimates(flavour, waiting, now)
@@ -96,6 +99,11 @@ def queue_entries(user: Any) -> list[dict[str, Any]]:
             if workspace.pk not in visible:
                 continue
             estimate = estimates.get(workspace.pk)
+            if workspace.team_id not in rules:
+                rules[workspace.team_id] = services.team_rules(workspace.team_id)
+            owner_key = (workspace.team_id, workspace.owner_id)
+            if owner_key not in left:
+                left[owner_key] = services.member_quota_left([workspace.team_id], workspace.owner_id)
             entries.append(
                 {
                     "id": workspace.pk,
@@ -109,7 +117,9 @@ def queue_entries(user: Any) -> list[dict[str, Any]]:
                     "reason": workspace.reason,
                     "estimated_start": estimate.isoformat() if estimate else None,
                     "waiting_since": workspace.created_at.isoformat(),
-                    "alternatives": _alternatives(workspace, offerings, free, summaries),
+                    "alternatives": _alternatives(
+                        workspace, offerings, free, left[owner_key], rules[workspace.team_id]
+                    ),
                 }
             )
     return sorted(entries, key=lambda e: (e["flavour"], e["position"]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -23,7 +24,9 @@ from scheduling.kube.client import KubeNotConfigured, api_client, kube
 from scheduling.kube.spec import env_name_problem
 from scheduling.loops import tasknames
 from scheduling.loops.provisioning import notebook_base_url, request_teardown
-from scheduling.quota.rules import TeamRules, never_fits, quota_summaries, team_rules
+from scheduling.models import MemberCap
+from scheduling.priorities import LEVELS
+from scheduling.quota.rules import TeamRules, member_use, never_fits, quota_summaries, team_rules
 from workspaces.models import GpuOffering, Workspace
 
 __all__ = [
@@ -31,6 +34,8 @@ __all__ = [
     "cluster_events",
     "env_name_problem",
     "free_units",
+    "job_priorities",
+    "member_quota_left",
     "never_fits",
     "notebook_url",
     "quota_summaries",
@@ -98,15 +103,15 @@ def notebook_url(workspace: Workspace, token: str) -> str:
 
 def recent_logs(workspace: Workspace, lines: int = 100) -> str:
     namespace, base = _names(workspace)
-    client = kube()
     try:
+        client = kube()
         if workspace.kind == Workspace.Kind.JOB:
             pods = client.list("Pod", namespace, f"job-name={base}")
             if not pods:
                 return ""
             return client.pod_log(namespace, pods[0]["metadata"]["name"], lines)
         return client.pod_log(namespace, base, lines)
-    except KubeError as exc:
+    except (KubeError, KubeNotConfigured) as exc:
         return f"(no logs: {exc})"
 
 
@@ -115,7 +120,7 @@ def cluster_events(workspace: Workspace) -> list[dict[str, Any]]:
     kind = "Job" if workspace.kind == Workspace.Kind.JOB else "Pod"
     try:
         events = kube().events_for(namespace, kind, base)
-    except KubeError as exc:
+    except (KubeError, KubeNotConfigured) as exc:
         return [{"type": "Warning", "reason": "Unavailable", "message": str(exc)}]
     return [
         {
@@ -125,4 +130,31 @@ def cluster_events(workspace: Workspace) -> list[dict[str, Any]]:
             "at": e.get("lastTimestamp") or e.get("eventTime") or e.get("metadata", {}).get("creationTimestamp"),
         }
         for e in events
+    ]
+
+
+def member_quota_left(team_ids: Iterable[int], member_id: int) -> dict[tuple[int, str], Decimal]:
+    """GPU-equivalents ``member_id`` could still start within guarantee, per (team, flavour): the team's
+    guarantee less what the team holds and, where the lead caps the member, the cap less what the member
+    holds; never below zero. A flavour the team has no quota for is missing (nothing left)."""
+    ids = list(team_ids)
+    left = {
+        key: max(Decimal(0), numbers["guaranteed"] - numbers["used"]) for key, numbers in quota_summaries(ids).items()
+    }
+    held = member_use(ids)
+    for team_id, flavour, cap in MemberCap.objects.filter(team_id__in=ids, user_id=member_id).values_list(
+        "team_id", "flavour", "cap"
+    ):
+        own = max(Decimal(0), cap - held.get((team_id, member_id, flavour), Decimal(0)))
+        left[(team_id, flavour)] = min(left.get((team_id, flavour), Decimal(0)), own)
+    return left
+
+
+def job_priorities() -> list[dict[str, str]]:
+    """The priorities a training job may ask for (every member may use each), most urgent first, with what
+    each means. Notebooks are always interactive."""
+    return [
+        {"value": str(priority), "label": priority.label, "description": level.description}
+        for priority, level in sorted(LEVELS.items(), key=lambda item: -item[1].value)
+        if priority != Workspace.Priority.INTERACTIVE
     ]

@@ -85,9 +85,9 @@ def _team_figures(
     figures = []
     for flavour, numbers in sorted(summary.items()):
         series = charts.quota_series(own[flavour], others[flavour], numbers["guaranteed"], start, end)
-        figures.append(
-            charts.quota_figure(flavour, series, float(numbers["guaranteed"]), float(limits.get(flavour, 0)))
-        )
+        guaranteed, borrow_limit = float(numbers["guaranteed"]), float(limits.get(flavour, 0))
+        if charts.worth_charting(flavour, series, guaranteed, borrow_limit):  # no empty "CPU" chart
+            figures.append(charts.quota_figure(flavour, series, guaranteed, borrow_limit))
     return figures
 
 

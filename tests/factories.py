@@ -8,6 +8,7 @@ from typing import Any
 from rest_framework.authtoken.models import Token
 
 from portal.models import Department, Membership, OrgRole, Team, User
+from workspaces.models import GpuOffering, Workspace
 
 _seq = itertools.count(1)
 PASSWORD = "correct-horse-battery"
@@ -41,3 +42,19 @@ def grant(user: User, role: str) -> User:
 
 def token_for(user: User) -> str:
     return str(Token.objects.get_or_create(user=user)[0].key)
+
+
+def make_workspace(team: Team, owner: User, offering: GpuOffering, **fields: Any) -> Workspace:
+    """A queued one-unit notebook on ``offering``, as a request would leave it; override what a test is about."""
+    defaults: dict[str, Any] = {
+        "name": f"ws-{next(_seq)}",
+        "kind": Workspace.Kind.NOTEBOOK,
+        "gpu_count": 1 if offering.gpu_equivalents else 0,
+        "image": "quay.io/jupyter/scipy-notebook:2025-06-02",
+        "cpu_millis": 1000,
+        "memory_mib": 1024,
+        "max_runtime_seconds": 3600,
+        "gpu_equivalents": offering.gpu_equivalents,
+        "priority": Workspace.Priority.INTERACTIVE,
+    }
+    return Workspace.objects.create(team=team, owner=owner, offering=offering, **(defaults | fields))

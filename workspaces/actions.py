@@ -14,7 +14,7 @@ from django.db import transaction
 
 from portal.models import AuditEvent
 from scheduling import services
-from workspaces import policy
+from workspaces import access, policy
 from workspaces.images import ImageRefused, image_reference
 from workspaces.models import GpuOffering, Workspace
 from workspaces.transitions import State, note, transition
@@ -110,13 +110,13 @@ def do_stop(user: Any, workspace: Workspace) -> Workspace:
     workspace = _locked(workspace)
     who = user.get_username()
     before = workspace.state
+    if not access.state_allows(workspace, "stop"):
+        raise ValidationError(f"A {workspace.get_state_display().lower()} workspace cannot be stopped.")
     if workspace.state == State.QUEUED:
         transition(workspace, State.CANCELLED, f"Cancelled by {who} before it started.")
-    elif workspace.is_active:
+    else:
         transition(workspace, State.STOPPING, f"Stopped by {who}; the home volume is kept.")
         services.tear_down(workspace.pk, delete_home=False)
-    else:
-        raise ValidationError(f"A {workspace.get_state_display().lower()} workspace cannot be stopped.")
     _audit_for_others(user, workspace, "stop", before)
     return workspace
 
@@ -125,7 +125,7 @@ def do_stop(user: Any, workspace: Workspace) -> Workspace:
 def do_resume(user: Any, workspace: Workspace) -> Workspace:
     """Queue a stopped workspace again; it gets its old home volume back."""
     workspace = _locked(workspace)
-    if workspace.state not in Workspace.RESUMABLE_STATES:
+    if not access.state_allows(workspace, "resume"):
         raise ValidationError(f"A {workspace.get_state_display().lower()} workspace cannot be resumed.")
     # The team's rules may have changed since it was requested: it resumes under today's. A runtime
     # beyond the team's longest is cut to it (said in the timeline); anything else refuses the resume.
@@ -164,7 +164,7 @@ def do_resume(user: Any, workspace: Workspace) -> Workspace:
 def do_delete(user: Any, workspace: Workspace) -> Workspace:
     """Remove everything of the workspace in the cluster, its home volume included."""
     workspace = _locked(workspace)
-    if workspace.state == State.DELETED:
+    if not access.state_allows(workspace, "delete"):
         raise ValidationError("This workspace is already deleted.")
     before = workspace.state
     transition(
@@ -187,7 +187,7 @@ def do_extend(user: Any, workspace: Workspace, hours: int) -> Workspace:
     """
     workspace = _locked(workspace)
     limits = policy.limits()
-    if workspace.state not in (State.RUNNING, State.PROVISIONING, State.ADMITTED, State.QUEUED):
+    if not access.state_allows(workspace, "extend"):
         raise ValidationError(f"A {workspace.get_state_display().lower()} workspace cannot be extended.")
     if not 1 <= hours <= limits.max_extend_hours:
         raise ValidationError({"hours": f"Extend by 1 to {limits.max_extend_hours} hours at a time."})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -9,6 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
+from django.db.models import F, Q
 
 from portal.models import Team, slug_validator
 
@@ -26,6 +28,65 @@ class WorkspaceQuerySet(models.QuerySet["Workspace"]):
         return self.filter(state__in=Workspace.ACTIVE_STATES)
 
 
+# The OCI distribution reference grammar ([domain[:port]/]path[:tag][@algorithm:hex]), ASCII only; matched
+# whole (fullmatch), so no whitespace, control character or trailing newline gets through.
+_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_DIGEST = r"[a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-fA-F]{32,}"
+OCI_REFERENCE = re.compile(
+    rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?",
+    re.ASCII,
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+MAX_GPUS_PER_POD = 8  # what a request may ask for (WorkspaceRequestSerializer.gpu_count)
+
+
+def validate_image_reference(value: str) -> None:
+    """A pullable image reference with a tag or digest, e.g. ``nvcr.io/nvidia/pytorch:25.05-py3``."""
+    match = OCI_REFERENCE.fullmatch(value)
+    if match is None:
+        raise ValidationError(
+            f"{value!r} is not an image reference like registry.example.org/team/image:tag (lower-case path, "
+            "no spaces or control characters).",
+            code="invalid_reference",
+        )
+    if not (match["tag"] or match["digest"]):
+        raise ValidationError(f"{value!r} names no tag or digest; add one, e.g. :1.0.", code="invalid_reference")
+
+
+def validate_no_control_characters(value: str) -> None:
+    if _CONTROL.search(value):
+        raise ValidationError("Control characters (tabs, line breaks, NUL, ...) are not allowed here.", code="control")
+
+
+def validate_node_selector(value: Any) -> None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValidationError('A node selector maps label names to values, e.g. {"nvidia.com/gpu.product": "..."}.')
+    if any(_CONTROL.search(text) for item in value.items() for text in item):
+        raise ValidationError("Node selector labels may not contain control characters.")
+
+
+def validate_allowed_counts(value: Any) -> None:
+    counts_ok = isinstance(value, list) and all(type(n) is int for n in value)
+    if not counts_ok or len(set(value)) != len(value):
+        raise ValidationError("Allowed counts are a list of distinct whole numbers, e.g. [1, 2, 4, 8].")
+    if any(n < 0 or n > MAX_GPUS_PER_POD for n in value):
+        raise ValidationError(f"Each allowed count is between 1 and {MAX_GPUS_PER_POD} GPUs per pod.")
+
+
+def _in_use_error(what: str, old_slug: str, users: int) -> ValidationError:
+    return ValidationError(
+        {
+            "slug": (
+                f"{what} {old_slug!r} is used by {users} workspace{'s' if users != 1 else ''}, whose records and "
+                "links name it: its slug cannot change. Add a new entry and disable this one instead."
+            )
+        },
+        code="in_use",
+    )
+
+
 class GpuOffering(models.Model):
     """One shape a user may ask for, as the cluster expresses it (managed by operators).
 
@@ -41,27 +102,93 @@ class GpuOffering(models.Model):
         CPU = "cpu", "CPU only"
 
     slug = models.SlugField(max_length=40, unique=True, validators=[slug_validator])
-    display_name = models.CharField(max_length=100)
+    display_name = models.CharField(max_length=100, validators=[validate_no_control_characters])
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    gpu_model = models.CharField(max_length=64, blank=True, help_text="Catalogue key, e.g. H100-80GB-HBM3.")
-    mig_profile = models.CharField(max_length=32, blank=True)
-    replicas = models.PositiveSmallIntegerField(default=1, help_text="Time-slicing replicas per GPU.")
-    resource_name = models.CharField(max_length=100, blank=True, help_text="e.g. nvidia.com/mig-1g.10gb")
-    node_selector = models.JSONField(default=dict, blank=True)
-    gpu_equivalents = models.DecimalField(max_digits=7, decimal_places=4, default=Decimal(0))
-    allowed_counts = models.JSONField(default=list, help_text="GPU counts a request may ask for, e.g. [1, 2, 4, 8].")
-    cpu_millis_default = models.PositiveIntegerField(default=4000)
-    cpu_millis_max = models.PositiveIntegerField(default=32000)
-    memory_mib_default = models.PositiveIntegerField(default=16384)
-    memory_mib_max = models.PositiveIntegerField(default=262144)
+    gpu_model = models.CharField(
+        max_length=64,
+        blank=True,
+        validators=[validate_no_control_characters],
+        help_text="Catalogue key, e.g. H100-80GB-HBM3.",
+    )
+    mig_profile = models.CharField(max_length=32, blank=True, validators=[validate_no_control_characters])
+    replicas = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1)], help_text="Time-slicing replicas per GPU."
+    )
+    resource_name = models.CharField(
+        max_length=100,
+        blank=True,
+        validators=[RegexValidator(r"\A([a-z0-9.-]+/[A-Za-z0-9._-]+)?\Z", "An extended resource like nvidia.com/gpu.")],
+        help_text="e.g. nvidia.com/mig-1g.10gb",
+    )
+    node_selector = models.JSONField(default=dict, blank=True, validators=[validate_node_selector])
+    # Weighs one unit against quota: at most one whole GPU, and never below nothing (a negative weight let a team
+    # hold more GPUs than its guarantee).
+    gpu_equivalents = models.DecimalField(
+        max_digits=7,
+        decimal_places=4,
+        default=Decimal(0),
+        validators=[MinValueValidator(Decimal(0)), MaxValueValidator(Decimal(1))],
+        help_text="Weight of one unit: 1 for a whole GPU, its share for a MIG slice or replica, 0 for CPU only.",
+    )
+    allowed_counts = models.JSONField(
+        default=list,
+        validators=[validate_allowed_counts],
+        help_text="GPU counts a request may ask for, e.g. [1, 2, 4, 8].",
+    )
+    cpu_millis_default = models.PositiveIntegerField(default=4000, validators=[MinValueValidator(100)])
+    cpu_millis_max = models.PositiveIntegerField(default=32000, validators=[MinValueValidator(100)])
+    memory_mib_default = models.PositiveIntegerField(default=16384, validators=[MinValueValidator(256)])
+    memory_mib_max = models.PositiveIntegerField(default=262144, validators=[MinValueValidator(256)])
     description = models.TextField(blank=True)
     enabled = models.BooleanField(default=True)
 
     class Meta:
         ordering = ("kind", "gpu_model", "slug")
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(kind="cpu") & Q(gpu_equivalents=0))
+                | (~Q(kind="cpu") & Q(gpu_equivalents__gt=0, gpu_equivalents__lte=1)),
+                name="offering_gpu_equivalents_in_range",
+                violation_error_message="GPU-equivalents are 0 for CPU-only offerings, else above 0 and at most 1.",
+            ),
+            models.CheckConstraint(
+                condition=Q(replicas__gte=1),
+                name="offering_replicas_positive",
+                violation_error_message="An offering has at least one replica per GPU.",
+            ),
+            models.CheckConstraint(
+                condition=Q(cpu_millis_default__lte=F("cpu_millis_max"), memory_mib_default__lte=F("memory_mib_max")),
+                name="offering_defaults_within_max",
+                violation_error_message="The default CPU and memory may not exceed their maximum.",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.display_name
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        counts = self.allowed_counts if isinstance(self.allowed_counts, list) else []
+        if self.kind == self.Kind.CPU:
+            if self.gpu_equivalents not in (None, 0):
+                errors["gpu_equivalents"] = "A CPU-only offering weighs 0 GPU-equivalents."
+            if any(n != 0 for n in counts):
+                errors["allowed_counts"] = "A CPU-only offering has no GPUs: leave the counts empty or [0]."
+        else:
+            if self.gpu_equivalents is not None and self.gpu_equivalents <= 0:
+                errors["gpu_equivalents"] = "A GPU offering weighs more than 0 GPU-equivalents (1 for a whole GPU)."
+            if not counts or 0 in counts:
+                errors["allowed_counts"] = f"A GPU offering allows counts between 1 and {MAX_GPUS_PER_POD}, e.g. [1]."
+        if self.cpu_millis_default > self.cpu_millis_max:
+            errors["cpu_millis_default"] = f"At most the maximum, {self.cpu_millis_max} millicores."
+        if self.memory_mib_default > self.memory_mib_max:
+            errors["memory_mib_default"] = f"At most the maximum, {self.memory_mib_max} MiB."
+        if errors:
+            raise ValidationError(errors)
+        if self.pk:
+            old_slug = GpuOffering.objects.filter(pk=self.pk).values_list("slug", flat=True).first()
+            if old_slug is not None and old_slug != self.slug and (users := self.workspaces.count()):
+                raise _in_use_error("Offering", old_slug, users)
 
     @property
     def flavour(self) -> str:
@@ -85,8 +212,10 @@ class Image(models.Model):
         JOB = "job", "Training job"
 
     slug = models.SlugField(max_length=40, unique=True, validators=[slug_validator])
-    display_name = models.CharField(max_length=100)
-    reference = models.CharField(max_length=255, help_text="Registry/repository:tag or @digest.")
+    display_name = models.CharField(max_length=100, validators=[validate_no_control_characters])
+    reference = models.CharField(
+        max_length=255, validators=[validate_image_reference], help_text="Registry/repository:tag or @digest."
+    )
     kind = models.CharField(max_length=16, choices=Kind.choices)
     description = models.TextField(blank=True)
     enabled = models.BooleanField(default=True)
@@ -96,6 +225,16 @@ class Image(models.Model):
 
     def __str__(self) -> str:
         return self.display_name
+
+    def clean(self) -> None:
+        if not self.pk:
+            return
+        old = Image.objects.filter(pk=self.pk).values_list("slug", "reference").first()
+        if old is None or old[0] == self.slug:
+            return
+        # Workspaces keep the reference they run, so that is what ties them to this entry.
+        if users := Workspace.objects.filter(image=old[1]).count():
+            raise _in_use_error("Image", old[0], users)
 
 
 class AllowedRegistry(models.Model):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from copy import copy
 from decimal import Decimal
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models
 from rest_framework import serializers
 
 from portal.models import Membership, Team
@@ -13,7 +16,23 @@ from workspaces.deadlines import workspace_deadline
 from workspaces.models import GpuOffering, Image, Workspace, WorkspaceEvent, kind_problems
 
 
-class OfferingSerializer(serializers.ModelSerializer[GpuOffering]):
+class ModelCleanSerializer(serializers.ModelSerializer[Any]):
+    """Runs the model's own validation (field validators and ``clean``) on the instance as it would be saved,
+    so the API refuses exactly what the admin refuses, with the same field-by-field messages."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        model: type[models.Model] = self.Meta.model
+        candidate = copy(self.instance) if self.instance is not None else model()
+        for name, value in attrs.items():
+            setattr(candidate, name, value)
+        try:
+            candidate.full_clean(validate_unique=False)  # the serializer's unique validators ran already
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.message_dict) from exc
+        return attrs
+
+
+class OfferingSerializer(ModelCleanSerializer):
     isolation_note = serializers.CharField(read_only=True)
 
     class Meta:
@@ -31,14 +50,15 @@ class OfferingSerializer(serializers.ModelSerializer[GpuOffering]):
             "cpu_millis_default",
             "memory_mib_default",
             "description",
+            "enabled",
             "isolation_note",
         )
 
 
-class ImageSerializer(serializers.ModelSerializer[Image]):
+class ImageSerializer(ModelCleanSerializer):
     class Meta:
         model = Image
-        fields = ("slug", "display_name", "reference", "kind", "description")
+        fields = ("slug", "display_name", "reference", "kind", "description", "enabled")
 
 
 class EventSerializer(serializers.ModelSerializer[WorkspaceEvent]):

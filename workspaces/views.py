@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from django.contrib import messages
@@ -15,37 +14,39 @@ from django.views.decorators.http import require_POST
 from portal.http import AuthenticatedRequest
 from portal.models import Membership
 from scheduling import services
-from workspaces import access, actions, policy
-from workspaces.models import GpuOffering, Image, Workspace
+from workspaces import access, actions, form_choices
+from workspaces.deadlines import workspace_deadline
+from workspaces.models import Workspace
 from workspaces.serializers import WorkspaceRequestSerializer
 from workspaces.tokens import jupyter_token
+
+LIST_LIMIT = 200  # rows on the list page; the API pages through any number
 
 
 @login_required
 def workspace_list(request: AuthenticatedRequest) -> HttpResponse:
-    return render(request, "workspaces/list.html", {})
+    """Workspaces of the viewer's teams (all for finance and operators), each with only the actions its
+    viewer may take. ``?rows=1`` answers just the table's rows: the page's script redraws them with it."""
+    user = request.user
+    led = access.teams_led_by(user)
+    visible = access.workspaces_visible_to(user).exclude(state=Workspace.State.DELETED)[:LIST_LIMIT]
+    rows = [
+        {"workspace": ws, "actions": access.allowed_actions(user, ws, led=led), "ends_at": _ends_at(ws)}
+        for ws in visible
+    ]
+    context = {"rows": rows, "can_request": access.can_request_workspace(user)}
+    template = "workspaces/_rows.html" if request.GET.get("rows") else "workspaces/list.html"
+    return render(request, template, context)
 
 
-def _form_context(request: AuthenticatedRequest) -> dict[str, Any]:
-    offerings = list(GpuOffering.objects.filter(enabled=True))
-    free = services.free_units(offerings)
-    teams = [m.team for m in Membership.objects.filter(user=request.user).select_related("team")]
-    summaries = services.quota_summaries(team.pk for team in teams)
-    rows = []
-    for offering in offerings:
-        left = {}
-        for team in teams:
-            numbers = summaries.get((team.pk, offering.flavour), {})
-            left[team.slug] = max(Decimal(0), numbers.get("guaranteed", Decimal(0)) - numbers.get("used", Decimal(0)))
-        needs_quota = offering.kind != GpuOffering.Kind.CPU
-        rows.append({"offering": offering, "free": free.get(offering.slug), "quota_left": left if needs_quota else {}})
-    return {
-        "offerings": rows,
-        "teams": teams,
-        "notebook_images": Image.objects.filter(enabled=True, kind=Image.Kind.NOTEBOOK),
-        "job_images": Image.objects.filter(enabled=True, kind=Image.Kind.JOB),
-        "limits": policy.limits(),
-    }
+def _ends_at(workspace: Workspace) -> Any:
+    """When a running workspace is stopped at its runtime limit (None for any other state)."""
+    return workspace_deadline(workspace) if workspace.state == Workspace.State.RUNNING else None
+
+
+def _form_context(request: AuthenticatedRequest, values: dict[str, Any]) -> dict[str, Any]:
+    """What the form offers the member, per team (see ``workspaces.form_choices``)."""
+    return form_choices.form_context(request.user, values.get("team"), values.get("offering"))
 
 
 def _parse_form(post: Any) -> dict[str, Any]:
@@ -55,6 +56,8 @@ def _parse_form(post: Any) -> dict[str, Any]:
             data[number] = post.get(number)
     if post.get("command"):
         data["command"] = post.get("command").split()
+    if post.get("priority") and post.get("kind") == Workspace.Kind.JOB:  # notebooks are always interactive
+        data["priority"] = post.get("priority")
     env: dict[str, str] = {}
     for line in (post.get("env") or "").splitlines():
         if line.strip():
@@ -66,6 +69,10 @@ def _parse_form(post: Any) -> dict[str, Any]:
 
 @login_required
 def workspace_new(request: AuthenticatedRequest) -> HttpResponse:
+    if not Membership.objects.filter(user=request.user).exists():
+        # Someone in no team cannot request anything: say so and who can add them, instead of an empty form.
+        context = {"no_team": True, "operators": form_choices.who_adds_members()}
+        return render(request, "workspaces/new.html", context, status=403 if request.method == "POST" else 200)
     errors: dict[str, Any] = {}
     values: dict[str, Any] = {"kind": "notebook", "gpu_count": 1, "workers": 1, "home_volume_gib": 10}
     if request.method == "POST":
@@ -81,23 +88,27 @@ def workspace_new(request: AuthenticatedRequest) -> HttpResponse:
                 return redirect("workspace-detail", workspace_id=workspace.pk)
         else:
             errors = {field: [str(e) for e in errs] for field, errs in payload.errors.items()}
-    context = _form_context(request) | {"errors": errors, "values": values}
+    context = _form_context(request, values) | {"errors": errors, "values": values}
     return render(request, "workspaces/new.html", context, status=400 if errors else 200)
 
 
 @login_required
 def workspace_detail(request: AuthenticatedRequest, workspace_id: int) -> HttpResponse:
     workspace = access.access_workspace_by_id(request.user, workspace_id)
+    verbs = access.allowed_actions(request.user, workspace)  # the rules the actions enforce
     context: dict[str, Any] = {
         "workspace": workspace,
         "events": workspace.events.all(),
-        "can_change": access.can_change_workspace(request.user, workspace),
+        "can_change": bool(verbs),
         "is_owner": workspace.owner_id == request.user.pk,
         "notebook_url": None,
-        "can_stop": workspace.state in (Workspace.State.QUEUED, *Workspace.ACTIVE_STATES),
-        "can_resume": workspace.state in Workspace.RESUMABLE_STATES,
-        "can_extend": workspace.state == Workspace.State.RUNNING,
-        "can_delete": workspace.state != Workspace.State.DELETED,
+        "can_stop": "stop" in verbs,
+        "can_resume": "resume" in verbs,
+        "can_extend": "extend" in verbs,
+        "can_delete": "delete" in verbs,
+        # Delete asks first: its button links here with ?confirm=delete, which shows the real form.
+        "confirm_delete": "delete" in verbs and request.GET.get("confirm") == "delete",
+        "ends_at": _ends_at(workspace),
     }
     if context["is_owner"] and workspace.kind == Workspace.Kind.NOTEBOOK and workspace.state == Workspace.State.RUNNING:
         context["notebook_url"] = services.notebook_url(workspace, jupyter_token(workspace))

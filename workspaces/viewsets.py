@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import models
-from django.db.models import QuerySet
+from django.db.models import ProtectedError, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.access import is_operator
+from portal.api.errors import Conflict, protected_reason
 from scheduling import services
 from workspaces import access, actions
 from workspaces.models import GpuOffering, Image, Workspace
@@ -47,6 +48,17 @@ class CatalogueViewSet(viewsets.ModelViewSet[Any]):
         if not is_operator(self.request.user):
             queryset = queryset.filter(enabled=True)
         return queryset
+
+    def perform_destroy(self, instance: Any) -> None:
+        try:
+            instance.delete()
+        except ProtectedError as exc:
+            # Workspaces keep their offering for their record and cost; withdrawing an entry is disabling it.
+            raise Conflict(
+                detail=f"{instance.display_name} ({instance.slug}): {protected_reason(exc)} "
+                'Disable it instead ({"enabled": false}) so nobody can choose it any more.',
+                code="protected",
+            ) from exc
 
 
 class OfferingViewSet(CatalogueViewSet):

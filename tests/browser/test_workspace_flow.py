@@ -10,9 +10,11 @@ from playwright.sync_api import Page, expect
 
 from portal.demo import PEOPLE, seed_demo_organisation
 from scheduling.demo import seed_demo_catalogue
+from scheduling.kube.keys import WORKSPACE_ID
 from scheduling.simcluster.testing import SimCluster
 from tests.browser_fixtures import log_in
 from tests.catalogue import install_offerings
+from workspaces.models import Workspace
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PASSWORD = {p.username: p.password for p in PEOPLE}
@@ -44,25 +46,33 @@ def test_alice_requests_opens_stops_resumes_and_deletes_a_mig_notebook(
     notebook.close()
 
     core = client.CoreV1Api(stack.api_client())
-    volume = core.list_namespaced_persistent_volume_claim("team-vision").items
-    assert len(volume) == 1
-    volume_uid = volume[0].metadata.uid
+    # Only this workspace's objects: the session's cluster outlives each test's database.
+    own = f"{WORKSPACE_ID}={Workspace.objects.get(name='vision-nb').pk}"
+
+    def pods() -> list[client.V1Pod]:
+        found: list[client.V1Pod] = core.list_namespaced_pod("team-vision", label_selector=own).items
+        return found
+
+    def volumes() -> list[client.V1PersistentVolumeClaim]:
+        claims = core.list_namespaced_persistent_volume_claim("team-vision", label_selector=own)
+        found: list[client.V1PersistentVolumeClaim] = claims.items
+        return found
+
+    assert len(volumes()) == 1
+    volume_uid = volumes()[0].metadata.uid
 
     page.click("#stop")
     expect(page.locator("#state")).to_have_text("stopped", timeout=10_000)
-    assert core.list_namespaced_pod("team-vision").items == []
+    assert pods() == []
     page.click("#resume")
     expect(page.locator("#state")).to_have_text("running", timeout=10_000)
-    volumes = core.list_namespaced_persistent_volume_claim("team-vision").items
-    assert [v.metadata.uid for v in volumes] == [volume_uid]  # the same home volume came back
+    assert [v.metadata.uid for v in volumes()] == [volume_uid]  # the same home volume came back
 
-    page.click("#delete")
+    page.click("#delete")  # asks first
+    page.click("#confirm-delete-button")
     expect(page.locator("#state")).to_have_text("deleted", timeout=10_000)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (
-        core.list_namespaced_pod("team-vision").items
-        or core.list_namespaced_persistent_volume_claim("team-vision").items
-    ):
+    while time.monotonic() < deadline and (pods() or volumes()):
         time.sleep(0.2)
-    assert core.list_namespaced_pod("team-vision").items == []
-    assert core.list_namespaced_persistent_volume_claim("team-vision").items == []
+    assert pods() == []
+    assert volumes() == []

@@ -13,6 +13,7 @@ from scheduling.benchmarks.cycle import BenchError, Scenario, run_benchmark
 from scheduling.benchmarks.measuring import statement_shape, unsent_tasks
 from tests.catalogue import install_offerings
 from tests.conftest import Org
+from tests.factories import make_workspace
 from workspaces.models import GpuOffering, Workspace
 
 
@@ -55,19 +56,7 @@ def test_a_tiny_run_reports_consistent_figures(quiet_cluster_loops: None) -> Non
 
 def test_it_refuses_a_database_with_someone_elses_queue(org: Org) -> None:
     offering = install_offerings()["cpu"]
-    Workspace.objects.create(
-        name="theirs",
-        kind="notebook",
-        team=org.alpha,
-        owner=org.member,
-        offering=offering,
-        gpu_count=0,
-        image="quay.io/jupyter/scipy-notebook:x",
-        cpu_millis=1000,
-        memory_mib=1024,
-        max_runtime_seconds=3600,
-        gpu_equivalents=0,
-    )
+    make_workspace(org.alpha, org.member, offering, name="theirs", image="quay.io/jupyter/scipy-notebook:x")
     with pytest.raises(BenchError, match="database of its own"):
         run_benchmark(Scenario(nodes=20, queued=30, repeats=1))
     assert Workspace.objects.get().state == "queued"  # untouched

@@ -192,3 +192,17 @@ def test_it_lets_teammates_look_but_not_touch(org: Org, catalogue: None) -> None
     assert Workspace.objects.get(pk=workspace_id).state == "queued"
     assert lead_is_teammate.post(f"/api/v1/workspaces/{workspace_id}/stop/").status_code == 202
     assert Workspace.objects.get(pk=workspace_id).state == "cancelled"
+
+
+@pytest.mark.parametrize(("path", "key"), [("logs/", "lines"), ("cluster-events/", "events")])
+def test_logs_and_events_say_when_no_cluster_is_configured(
+    org: Org, betas_workspace: Workspace, settings: Any, path: str, key: str
+) -> None:
+    from scheduling.kube.client import reset_client
+
+    settings.KUBECONFIG, settings.KUBE_IN_CLUSTER = "", False
+    reset_client()
+    response = api_client_for(org.beta_lead).get(f"/api/v1/workspaces/{betas_workspace.pk}/{path}")
+    reset_client()
+    assert response.status_code == 200, response.content
+    assert "No Kubernetes cluster configured" in str(response.json()[key])
