@@ -287,6 +287,15 @@ NOTEBOOK_INGRESS_HOST = env_str("NOTEBOOK_INGRESS_HOST")
 NOTEBOOK_INGRESS_TLS = env_bool("NOTEBOOK_INGRESS_TLS", True)
 NOTEBOOK_INGRESS_TLS_SECRET = env_str("NOTEBOOK_INGRESS_TLS_SECRET")
 NOTEBOOK_INGRESS_CLASS = env_str("NOTEBOOK_INGRESS_CLASS")
+# Without an Ingress: where browsers reach the service proxy when the kubeconfig's server is not for them
+# (e.g. `kubectl proxy`, or the simulated cluster's plain-HTTP notebook door in the demo). Empty: that server.
+NOTEBOOK_PROXY_URL = env_str("NOTEBOOK_PROXY_URL")
+# GPU telemetry (scheduling/telemetry/sources.py): "prometheus" (PROMETHEUS_URL), "scrape" (dcgm-exporter or
+# node-agent endpoints, DCGM_SCRAPE_URLS) or "" (none: nothing is reclaimed for GPU idleness).
+TELEMETRY_SOURCE = env_choice("TELEMETRY_SOURCE", "", ("", "prometheus", "scrape"))
+PROMETHEUS_URL = env_str("PROMETHEUS_URL", "http://127.0.0.1:9090")
+DCGM_SCRAPE_URLS = env_list("DCGM_SCRAPE_URLS", [])
+TELEMETRY_TIMEOUT_SECONDS = env_float("TELEMETRY_TIMEOUT_SECONDS", 5.0, minimum=0.1)
 # Simulated cluster only: how long training-job pods "run" there (0 on a real cluster: the command decides).
 SIMCLUSTER_JOB_SECONDS = env_int("SIMCLUSTER_JOB_SECONDS", 0 if IS_PRODUCTION else 30, minimum=0)
 # Seconds between scheduling cycles and reconcile passes run by beat.

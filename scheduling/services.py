@@ -97,7 +97,7 @@ def notebook_url(workspace: Workspace, token: str) -> str:
     if settings.NOTEBOOK_INGRESS_HOST:
         scheme = "https" if settings.NOTEBOOK_INGRESS_TLS else "http"
         return f"{scheme}://{settings.NOTEBOOK_INGRESS_HOST}{path}?token={token}"
-    host = str(api_client().configuration.host).rstrip("/")
+    host = (settings.NOTEBOOK_PROXY_URL or str(api_client().configuration.host)).rstrip("/")
     return f"{host}{path}?token={token}"
 
 

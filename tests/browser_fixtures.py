@@ -39,8 +39,9 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    # The notebook link goes to the simulated API server, which serves a self-signed certificate.
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, ignore_https_errors=True)
+    # No ignore_https_errors: notebook links go through the simulated cluster's plain-HTTP door, as the
+    # demo's do, so a link to its self-signed API server would fail here as it would stop a visitor.
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(10_000)
     page = context.new_page()
     yield page

@@ -11,8 +11,9 @@ from portal.models import Membership, OrgRole, Team, User
 from portal.queue import mark_started
 from tests import factories
 
-# Fixtures shared across folders: headless Chromium, and the full stack (simulated cluster + worker).
-pytest_plugins = ("tests.browser_fixtures", "tests.stack_fixtures")
+# Fixtures shared across folders: headless Chromium, a real Prometheus, and the full stack (simulated
+# cluster + worker).
+pytest_plugins = ("tests.browser_fixtures", "tests.prometheus_fixtures", "tests.stack_fixtures")
 
 
 @dataclass

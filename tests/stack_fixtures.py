@@ -137,6 +137,7 @@ def worker(
 def stack(worker: Worker, stack_cluster: SimCluster, settings: Any, transactional_db: None) -> Iterator[SimCluster]:
     """Per test: the web side talks to the same cluster as the worker."""
     settings.KUBECONFIG = str(stack_cluster.kubeconfig_path)
+    settings.NOTEBOOK_PROXY_URL = stack_cluster.plain_url  # links as the demo makes them
     settings.SIMCLUSTER_JOB_SECONDS = 40
     settings.CELERY_TASK_DEFAULT_QUEUE = worker.env["CELERY_QUEUE"]  # what the web side enqueues reaches it
     reset_client()

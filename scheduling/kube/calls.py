@@ -231,6 +231,25 @@ class Kube:
             raise classify(exc) from exc
         return data.decode("utf-8", errors="replace")
 
+    def service_proxy_get(self, namespace: str, service: str, port: int, path: str, query: Mapping[str, str]) -> bytes:
+        """GET ``path`` (with ``query``) from a Service through the API server's proxy, as the portal's own
+        identity; answers the body. The backend's credentials go in ``query`` (e.g. Jupyter's ``token``):
+        the ``Authorization`` header carries the API server's."""
+        resource = f"/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy/{path.lstrip('/')}"
+        try:
+            response = self.api_client.call_api(
+                resource,
+                "GET",
+                query_params=list(query.items()),
+                auth_settings=["BearerToken"],
+                _request_timeout=self._timeout,
+                _preload_content=False,
+            )[0]
+            data: bytes = response.data
+        except _CAUGHT as exc:
+            raise classify(exc) from exc
+        return data
+
     def events_for(self, namespace: str, kind: str, name: str) -> Objects:
         """Events about one object, oldest first."""
         answer = self._call(

@@ -24,6 +24,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--start-delay", type=float, default=Timings.start_delay_s, help="simulated seconds from bind to Running"
     )
+    parser.add_argument(
+        "--plain-port",
+        type=int,
+        default=None,
+        help="also serve the service proxy and /metrics, without credentials, over plain HTTP here (0: any free port)",
+    )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -38,6 +44,7 @@ def main(argv: list[str] | None = None) -> None:
         speed=args.speed,
         port=args.port,
         timings=Timings(start_delay_s=args.start_delay),
+        plain_port=args.plain_port,
     )
     stopped = threading.Event()
 

@@ -30,8 +30,12 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
     return match.group(1) if match else None
 
 
+def is_proxy_path(path: str) -> bool:
+    return _PROXY.match(path) is not None
+
+
 def anonymous_allowed(path: str) -> bool:
-    return path in ANONYMOUS_PATHS or _PROXY.match(path) is not None
+    return path in ANONYMOUS_PATHS or is_proxy_path(path)
 
 
 def authenticate(path: str, headers: Mapping[str, str], token: str) -> bool:

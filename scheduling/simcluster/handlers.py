@@ -395,14 +395,30 @@ def _path_not_found(path: str) -> ApiError:
 # -- the HTTP server --------------------------------------------------------------------------------
 
 
+class PlainDoorRouter(Router):
+    """The plain-HTTP door, for what reaches a real cluster without credentials: the service and pod proxy
+    for browsers (as `kubectl proxy` serves it on the same machine: no certificate to accept, no token in the
+    browser) and the DCGM exporter's `/metrics` for scrapers (each node's dcgm-exporter serves plain HTTP on
+    :9400). Nothing else: the API itself stays behind TLS and the bearer token."""
+
+    def dispatch(self, req: Request) -> Response:
+        if req.path.rstrip("/") == "/metrics" and req.method == "GET":
+            return Response.text(200, self.sim.metrics_text(), "text/plain; version=0.0.4; charset=utf-8")
+        if not auth.is_proxy_path(req.path):
+            raise _path_not_found(req.path)
+        return super().dispatch(req)
+
+
 class ApiHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
     router: Router
-    ssl_context: ssl.SSLContext
+    ssl_context: ssl.SSLContext | None = None  # None: plain HTTP (PlainDoorRouter)
 
     def get_request(self) -> tuple[Any, Any]:
         sock, address = super().get_request()
+        if self.ssl_context is None:
+            return sock, address
         # The TLS handshake happens on the first read, in the request's thread: a slow client never holds
         # up the accept loop.
         return self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address

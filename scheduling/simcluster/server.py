@@ -14,7 +14,7 @@ from scheduling.simcluster.clock import SimClock
 from scheduling.simcluster.controllers import Controllers, Timings
 from scheduling.simcluster.errors import bad_request
 from scheduling.simcluster.faults import Faults
-from scheduling.simcluster.handlers import ApiHTTPServer, ApiRequestHandler, Router
+from scheduling.simcluster.handlers import ApiHTTPServer, ApiRequestHandler, PlainDoorRouter, Router
 from scheduling.simcluster.nodes import default_cluster_file, load_cluster_file
 from scheduling.simcluster.proxy import ProxyAnswer, ProxyRequest
 
@@ -33,6 +33,7 @@ class SimServer:
         port: int = 0,
         timings: Timings | None = None,
         token: str | None = None,
+        plain_port: int | None = None,
     ) -> None:
         self.token = token or kubeconfig.new_token()
         self.spec = load_cluster_file(nodes_file or default_cluster_file())
@@ -45,8 +46,12 @@ class SimServer:
         self.httpd = ApiHTTPServer((host, port), ApiRequestHandler)
         self.httpd.ssl_context = self.cert.server_context()
         self.httpd.router = Router(self)
+        # Optional plain-HTTP door for what needs no credentials: notebook links, DCGM scrapes (PlainDoorRouter).
+        self.plain_door: ApiHTTPServer | None = None
+        if plain_port is not None:
+            self.plain_door = ApiHTTPServer((host, plain_port), ApiRequestHandler)
+            self.plain_door.router = PlainDoorRouter(self)
         self._proxy = proxy.Proxy(self.cluster, seed)
-        self._thread: threading.Thread | None = None
 
     @property
     def address(self) -> str:
@@ -57,19 +62,32 @@ class SimServer:
     def url(self) -> str:
         return f"https://{self.address}"
 
+    @property
+    def plain_url(self) -> str | None:
+        """The plain-HTTP door's base URL (None without one)."""
+        if self.plain_door is None:
+            return None
+        host, port = self.plain_door.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def _listeners(self) -> list[ApiHTTPServer]:
+        return [self.httpd] + ([self.plain_door] if self.plain_door else [])
+
     def start(self) -> None:
         schemas.warm_up()
         self.cluster.bootstrap()
         self.controllers.start()
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="simcluster-http", daemon=True)
-        self._thread.start()
+        for httpd in self._listeners():
+            threading.Thread(target=httpd.serve_forever, name="simcluster-http", daemon=True).start()
         log.info("simulated cluster serving on %s", self.url)
 
     def stop(self) -> None:
         self.cluster.store.drop_watches()
-        self.httpd.shutdown()
+        for httpd in self._listeners():
+            httpd.shutdown()
         self.controllers.stop()
-        self.httpd.server_close()
+        for httpd in self._listeners():
+            httpd.server_close()
 
     def write_kubeconfig(self, path: str | Path) -> Path:
         return kubeconfig.write(path, self.url, self.token, self.cert.cert_pem)

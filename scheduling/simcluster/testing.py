@@ -37,6 +37,7 @@ class SimCluster:
     kubeconfig_path: Path
     token: str  # the API server's bearer token, as written into the kubeconfig
     ca_pem: str  # the certificate it serves (self-signed), also in the kubeconfig
+    plain_url: str  # its plain-HTTP door: the service proxy and DCGM /metrics, no credentials (PlainDoorRouter)
 
     def api_client(self) -> client.ApiClient:
         """An ApiClient configured from the kubeconfig, as the portal configures its own."""
@@ -133,10 +134,10 @@ def running_simcluster(
     timings: Timings | None = None,
 ) -> Iterator[SimCluster]:
     """Serve a simulated cluster on a free loopback port in this process, with a kubeconfig in tmp_dir."""
-    server = SimServer(nodes_file=nodes_file, seed=seed, speed=speed, timings=timings or TEST_TIMINGS)
+    server = SimServer(nodes_file=nodes_file, seed=seed, speed=speed, timings=timings or TEST_TIMINGS, plain_port=0)
     server.start()
     try:
         kubeconfig = server.write_kubeconfig(Path(tmp_dir) / "kubeconfig")
-        yield SimCluster(server.url, kubeconfig, server.token, server.cert.cert_pem)
+        yield SimCluster(server.url, kubeconfig, server.token, server.cert.cert_pem, str(server.plain_url))
     finally:
         server.stop()

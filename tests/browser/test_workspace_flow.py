@@ -39,6 +39,8 @@ def test_alice_requests_opens_stops_resumes_and_deletes_a_mig_notebook(
     expect(page.locator("#timeline")).to_contain_text("queued")
     expect(page.locator("#node")).to_have_text("gpu-a100-0")
 
+    link = page.get_attribute("#open-notebook", "href") or ""
+    assert link.startswith(f"{stack.plain_url}/api/v1/namespaces/team-vision/services/"), link  # no cert to accept
     with page.context.expect_page() as notebook_tab:
         page.click("#open-notebook")
     notebook = notebook_tab.value

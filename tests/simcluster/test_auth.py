@@ -163,3 +163,23 @@ def test_the_open_notebook_link_works_in_a_browser_without_api_credentials(sim: 
     answer = fetch(sim, f"{notebook}/?token={NOTEBOOK_TOKEN}")
     assert answer.status == 200
     assert b"Simulated Jupyter for " in answer.body
+
+
+def _plain_get(url: str) -> Answer:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - loopback
+            return Answer(response.status, response.read(), dict(response.headers))
+    except urllib.error.HTTPError as exc:
+        return Answer(exc.code, exc.read(), dict(exc.headers))
+
+
+def test_the_plain_door_serves_the_proxy_and_metrics_alone(sim: SimCluster, notebook: str) -> None:
+    # What the demo's "Open notebook" links use: no certificate for the browser to accept.
+    assert sim.plain_url.startswith("http://")
+    answer = _plain_get(f"{sim.plain_url}{notebook}/?token={NOTEBOOK_TOKEN}")
+    assert answer.status == 200
+    assert b"Simulated Jupyter for " in answer.body
+    assert _plain_get(f"{sim.plain_url}{notebook}/api/status").status == 403  # Jupyter still checks its token
+    assert b"DCGM_FI_PROF_GR_ENGINE_ACTIVE" in _plain_get(f"{sim.plain_url}/metrics").body  # as dcgm-exporter
+    for path in ("/api/v1/pods", "/api/v1/namespaces/default/secrets", "/version", "/_sim/state"):
+        assert _plain_get(f"{sim.plain_url}{path}").status == 404, path

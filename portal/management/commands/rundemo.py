@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -30,6 +31,13 @@ from scheduling.kube.client import reset_client
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 @dataclass
@@ -53,6 +61,7 @@ class Command(BaseCommand):
         python = sys.executable
         kubeconfig = settings.VAR_DIR / "kubeconfig"
         kubeconfig.unlink(missing_ok=True)
+        plain_port = _free_port()
         env = dict(
             os.environ,
             PORTAL_ENV=settings.PORTAL_ENV,
@@ -60,6 +69,9 @@ class Command(BaseCommand):
             # Short loops keep the demo snappy: a request runs within seconds.
             SCHEDULING_INTERVAL_SECONDS=os.environ.get("SCHEDULING_INTERVAL_SECONDS", "2"),
             RECONCILE_INTERVAL_SECONDS=os.environ.get("RECONCILE_INTERVAL_SECONDS", "1"),
+            # Notebook links through the simulator's plain-HTTP door: its API server's certificate is
+            # self-signed, which a browser would stop at.
+            NOTEBOOK_PROXY_URL=f"http://127.0.0.1:{plain_port}",
         )
         cluster_args = ["--nodes", str(options["cluster"])] if options["cluster"] else []
         cluster = Child(
@@ -72,6 +84,8 @@ class Command(BaseCommand):
                 str(kubeconfig),
                 "--start-delay",
                 "2",
+                "--plain-port",
+                str(plain_port),
                 *cluster_args,
             ],
         )
