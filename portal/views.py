@@ -35,7 +35,7 @@ def team_list(request: AuthenticatedRequest) -> HttpResponse:
 @login_required
 def team_detail(request: AuthenticatedRequest, team_id: int) -> HttpResponse:
     team = access.access_team_by_id(request.user, team_id)
-    members = team.memberships.select_related("user").order_by("-role", "user__username")
+    members = list(team.memberships.select_related("user").order_by("-role", "user__username"))
     return render(
         request,
         "portal/team_detail.html",
@@ -45,6 +45,8 @@ def team_detail(request: AuthenticatedRequest, team_id: int) -> HttpResponse:
             "my_role": access.role_in_team(request.user, team),
             "can_manage": access.can_manage_team(request.user, team),
             "roles": Membership.Role.choices,
+            # The last lead can be neither removed nor demoted (portal.actions): offer neither.
+            "lead_count": sum(m.role == Membership.Role.LEAD for m in members),
         },
     )
 

@@ -96,3 +96,16 @@ def test_an_operator_manages_any_team(org: Org) -> None:
 
 def test_members_page_refuses_get(org: Org) -> None:
     assert client_for(org.lead).get(f"/teams/{org.alpha.pk}/members/").status_code == 405
+
+
+def test_the_only_lead_is_offered_neither_remove_nor_demote(org: Org) -> None:
+    # The actions refuse both (a team keeps a lead); the page does not offer what would be refused.
+    def controls_of(username: str) -> str:
+        html = client_for(org.lead).get(f"/teams/{org.alpha.pk}/").content.decode()
+        return html.split(f'data-user="{username}"', 1)[1].split("</tr>", 1)[0]
+
+    assert "member-remove" not in controls_of(org.lead.username)
+    assert "the only lead" in controls_of(org.lead.username)
+    assert "member-remove" in controls_of(org.member.username)
+    post(client_for(org.lead), org, op="role", username=org.member.username, role="lead")
+    assert "member-remove" in controls_of(org.lead.username)  # two leads now: either may go
