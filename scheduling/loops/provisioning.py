@@ -149,15 +149,20 @@ def teardown(kube: Kube, workspace_id: int, *, delete_volume: bool) -> None:
         kube.delete("Secret", namespace, names.token_secret_name(spec))
         kube.delete("PersistentVolumeClaim", namespace, names.home_pvc_name(spec))
     # Paid, unless the workspace moved on meanwhile (stopped, then deleted: the delete's teardown is owed).
-    Workspace.objects.filter(pk=workspace.pk, state=workspace.state).update(teardown_requested_at=None)
+    # The debt is cleared in the same update as the move to the next state: a worker killed in between
+    # would otherwise leave a "stopping" workspace that owes nothing, which nothing would ever finish.
+    paid = {"teardown_requested_at": None}
     if workspace.state == State.STOPPING:
-        transition(workspace, State.STOPPED, "Stopped; the home volume is kept for resuming.", source="provisioner")
+        transition(
+            workspace, State.STOPPED, "Stopped; the home volume is kept for resuming.", source="provisioner", **paid
+        )
     elif workspace.state == State.PREEMPTED:
         transition(
             workspace,
             State.QUEUED,
             "Queued again after preemption, with the same home volume; it starts when capacity allows.",
             source="provisioner",
+            **paid,
             preempt_at=None,
             borrowing=False,
             admitted_at=None,
@@ -166,3 +171,5 @@ def teardown(kube: Kube, workspace_id: int, *, delete_volume: bool) -> None:
             node_name="",
             pinned_node="",
         )
+    else:  # expired, deleted, failed ...: their state is already final; only the debt is paid
+        Workspace.objects.filter(pk=workspace.pk, state=workspace.state).update(**paid)

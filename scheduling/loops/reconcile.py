@@ -72,6 +72,11 @@ def _observe(workspace: Workspace, view: ClusterView) -> Observation:
 
 def _apply(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterView) -> None:
     now = timezone.now()
+    if workspace.state == State.STOPPING and workspace.teardown_requested_at is None:
+        # Stopping yet owing nothing (a row from before teardowns were owed, or a path that lost the debt):
+        # owe it again, so that finish_lost_teardowns pays it if no task does.
+        request_teardown(workspace.pk, delete_volume=False)
+        return
     if seen.state is None:
         if workspace.state == State.ADMITTED:
             # A task lost with a crashed worker comes back from the broker only after its visibility

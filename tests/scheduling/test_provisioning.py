@@ -184,6 +184,23 @@ def test_reconcile_finishes_a_stop_whose_teardown_task_was_lost(
     assert count(stack_cluster, "persistent_volume_claim", notebook) == 1  # stopping keeps the home volume
 
 
+def test_reconcile_finishes_a_stop_left_owing_nothing(
+    kube: Kube, stack_cluster: SimCluster, notebook: Workspace, org: Org
+) -> None:
+    # What a worker killed between paying the debt and moving on to "stopped" left before the two became one
+    # update (seen in the fault test): stopping, its pod gone, nothing owed.
+    _running(kube, notebook)
+    actions.do_stop(org.member, notebook)
+    provisioning.teardown(kube, notebook.pk, delete_volume=False)
+    Workspace.objects.filter(pk=notebook.pk).update(state="stopping", teardown_requested_at=None)
+    assert reconciled(kube, notebook) == "stopping"
+    assert notebook.teardown_requested_at is not None  # owed again
+    Workspace.objects.filter(pk=notebook.pk).update(
+        teardown_requested_at=notebook.teardown_requested_at - timedelta(seconds=60)
+    )
+    assert reconciled(kube, notebook) == "stopped"
+
+
 def test_reconcile_finishes_a_teardown_that_gave_up_during_an_api_outage(
     kube: Kube, stack_cluster: SimCluster, notebook: Workspace, org: Org
 ) -> None:
