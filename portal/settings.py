@@ -296,6 +296,9 @@ TELEMETRY_SOURCE = env_choice("TELEMETRY_SOURCE", "", ("", "prometheus", "scrape
 PROMETHEUS_URL = env_str("PROMETHEUS_URL", "http://127.0.0.1:9090")
 DCGM_SCRAPE_URLS = env_list("DCGM_SCRAPE_URLS", [])
 TELEMETRY_TIMEOUT_SECONDS = env_float("TELEMETRY_TIMEOUT_SECONDS", 5.0, minimum=0.1)
+# Seconds between telemetry collections (beat), and how many notebooks' Jupyter are read at once.
+TELEMETRY_INTERVAL_SECONDS = env_float("TELEMETRY_INTERVAL_SECONDS", 30.0, minimum=1.0)
+TELEMETRY_NOTEBOOK_CONCURRENCY = env_int("TELEMETRY_NOTEBOOK_CONCURRENCY", 16, minimum=1, maximum=128)
 # Simulated cluster only: how long training-job pods "run" there (0 on a real cluster: the command decides).
 SIMCLUSTER_JOB_SECONDS = env_int("SIMCLUSTER_JOB_SECONDS", 0 if IS_PRODUCTION else 30, minimum=0)
 # Seconds between scheduling cycles and reconcile passes run by beat.
@@ -326,7 +329,9 @@ CELERY_TASK_ROUTES = {
 }
 # What runs every few seconds, and the reasons: scheduling/loops/schedule.py.
 CELERY_BEAT_SCHEDULE = beat_schedule(
-    scheduling_interval=SCHEDULING_INTERVAL_SECONDS, reconcile_interval=RECONCILE_INTERVAL_SECONDS
+    scheduling_interval=SCHEDULING_INTERVAL_SECONDS,
+    reconcile_interval=RECONCILE_INTERVAL_SECONDS,
+    telemetry_interval=TELEMETRY_INTERVAL_SECONDS,
 )
 
 LOGGING = {

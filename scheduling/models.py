@@ -119,3 +119,37 @@ class DecayedUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team} {self.flavour}: {self.usage:.0f}"
+
+
+class ActivitySample(models.Model):
+    """What one running workspace did over one collection interval (``scheduling/loops/telemetry.py``):
+    its GPUs' engine activity and memory, and for notebooks the kernels and the last user activity.
+
+    A figure that could not be read is NULL, never 0: missing telemetry must not look idle. ``seconds`` is
+    the span the row stands for, so activity-weighted GPU-hours are ``sum(gpu_active * seconds)`` times
+    the workspace's GPU-equivalents, however the rows were collected."""
+
+    class Source(models.TextChoices):
+        PROMETHEUS = "prometheus"
+        SCRAPE = "scrape"
+        NONE = "none", "no GPU telemetry"
+
+    workspace = models.ForeignKey("workspaces.Workspace", on_delete=models.CASCADE, related_name="samples")
+    at = models.DateTimeField()  # when the collection ran
+    seconds = models.PositiveIntegerField()
+    source = models.CharField(max_length=10, choices=Source.choices)
+    gpu_active = models.FloatField(null=True)  # mean GR engine activity of its devices, 0-1
+    gpu_observed_at = models.DateTimeField(null=True)  # how fresh the GPU figures are
+    fb_used_mib = models.FloatField(null=True)
+    fb_total_mib = models.FloatField(null=True)
+    kernels = models.PositiveSmallIntegerField(null=True)  # notebooks only
+    busy_kernels = models.PositiveSmallIntegerField(null=True)
+    connections = models.PositiveSmallIntegerField(null=True)
+    last_activity = models.DateTimeField(null=True)  # Jupyter's latest user or kernel activity
+
+    class Meta:
+        indexes = [models.Index(fields=("workspace", "at"), name="sample_workspace_at")]
+        ordering = ("workspace", "at")
+
+    def __str__(self) -> str:
+        return f"workspace {self.workspace_id} at {self.at:%Y-%m-%d %H:%M:%S}"

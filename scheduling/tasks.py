@@ -6,11 +6,12 @@ from typing import Any
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 
 from portal.queue import enqueue_coalesced, mark_started
 from scheduling.kube.calls import TransientKubeError
 from scheduling.kube.client import kube
-from scheduling.loops import cycle, provisioning, reconcile, tasknames
+from scheduling.loops import cycle, provisioning, reconcile, tasknames, telemetry
 from scheduling.loops.locks import single_flight
 
 # Transient cluster errors (timeouts, 5xx, 429) retry with exponential backoff; anything else is a bug
@@ -47,3 +48,9 @@ def reconcile_cluster() -> dict[str, int]:
     # Safe to run concurrently, but two passes at once only double the work.
     with single_flight("reconcile") as acquired:
         return reconcile.reconcile(kube()) if acquired else {}
+
+
+@shared_task(name=tasknames.COLLECT_TELEMETRY, **RETRY)
+def collect_telemetry() -> int:
+    with single_flight("telemetry") as acquired:
+        return telemetry.collect(kube(), timezone.now()).samples if acquired else 0

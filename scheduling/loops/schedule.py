@@ -2,7 +2,8 @@
 
 - Celery beat's schedule (read by ``portal.settings``): the scheduling cycle every
   ``SCHEDULING_INTERVAL_SECONDS`` (also after every request and release), the reconcile pass every
-  ``RECONCILE_INTERVAL_SECONDS`` (5 s each by default). Each entry expires if not started within two
+  ``RECONCILE_INTERVAL_SECONDS`` (5 s each by default), telemetry collection every
+  ``TELEMETRY_INTERVAL_SECONDS`` (30 s; ``loops/telemetry.py``). Each entry expires if not started within two
   periods, so a busy worker skips stale runs instead of queueing them in front of provisioning.
 - Inside those: every cycle stops borrowers whose preemption notice ran out and ages the fair-share usage;
   every reconcile pass checks pods and jobs, and one pass every ``ORPHAN_SWEEP_SECONDS`` (60 s) also sweeps
@@ -19,8 +20,15 @@ from django.core.cache import cache
 from scheduling.loops import tasknames
 
 
-def beat_schedule(*, scheduling_interval: float, reconcile_interval: float) -> dict[str, dict[str, Any]]:
+def beat_schedule(
+    *, scheduling_interval: float, reconcile_interval: float, telemetry_interval: float
+) -> dict[str, dict[str, Any]]:
     return {
+        "telemetry": {
+            "task": tasknames.COLLECT_TELEMETRY,
+            "schedule": telemetry_interval,
+            "options": {"expires": telemetry_interval},  # a late collection is skipped, never doubled
+        },
         "scheduling-cycle": {
             "task": tasknames.RUN_CYCLE,
             "schedule": scheduling_interval,

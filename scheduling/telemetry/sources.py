@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from django.conf import settings
 
@@ -32,6 +32,11 @@ class TelemetryUnavailable(Exception):
 
 
 class GpuTelemetry(Protocol):
+    @property
+    def kind(self) -> str:
+        """What the figures came from, as samples record it: "prometheus" or "scrape"."""
+        ...
+
     def readings(self) -> list[DeviceReading]:
         """The devices pods hold now, with what each does."""
         ...
@@ -53,6 +58,7 @@ class DirectScrape:
 
     urls: Sequence[str]
     timeout: float = 5.0
+    kind: ClassVar[str] = "scrape"
 
     def readings(self) -> list[DeviceReading]:
         found: list[DeviceReading] = []
@@ -73,6 +79,7 @@ class PrometheusQuery:
 
     url: str
     timeout: float = 5.0
+    kind: ClassVar[str] = "prometheus"
 
     def readings(self) -> list[DeviceReading]:
         query = '{__name__=~"' + "|".join(METRICS) + '"}'
