@@ -299,6 +299,9 @@ TELEMETRY_TIMEOUT_SECONDS = env_float("TELEMETRY_TIMEOUT_SECONDS", 5.0, minimum=
 # Seconds between telemetry collections (beat), and how many notebooks' Jupyter are read at once.
 TELEMETRY_INTERVAL_SECONDS = env_float("TELEMETRY_INTERVAL_SECONDS", 30.0, minimum=1.0)
 TELEMETRY_NOTEBOOK_CONCURRENCY = env_int("TELEMETRY_NOTEBOOK_CONCURRENCY", 16, minimum=1, maximum=128)
+# Samples stay raw this many hours, then one row per workspace and hour, kept this many days.
+TELEMETRY_RAW_HOURS = env_int("TELEMETRY_RAW_HOURS", 24, minimum=1)
+TELEMETRY_RETENTION_DAYS = env_int("TELEMETRY_RETENTION_DAYS", 90, minimum=1)
 # Simulated cluster only: how long training-job pods "run" there (0 on a real cluster: the command decides).
 SIMCLUSTER_JOB_SECONDS = env_int("SIMCLUSTER_JOB_SECONDS", 0 if IS_PRODUCTION else 30, minimum=0)
 # Seconds between scheduling cycles and reconcile passes run by beat.

@@ -126,8 +126,9 @@ class ActivitySample(models.Model):
     its GPUs' engine activity and memory, and for notebooks the kernels and the last user activity.
 
     A figure that could not be read is NULL, never 0: missing telemetry must not look idle. ``seconds`` is
-    the span the row stands for, so activity-weighted GPU-hours are ``sum(gpu_active * seconds)`` times
-    the workspace's GPU-equivalents, however the rows were collected."""
+    the span the row stands for and ``gpu_seconds`` the part of it with a GPU figure, so activity-weighted
+    GPU-hours are ``sum(gpu_active * gpu_seconds) / 3600`` times the workspace's GPU-equivalents, for raw
+    rows and hourly ones alike (``scheduling/loops/telemetry_retention.py``)."""
 
     class Source(models.TextChoices):
         PROMETHEUS = "prometheus"
@@ -137,6 +138,8 @@ class ActivitySample(models.Model):
     workspace = models.ForeignKey("workspaces.Workspace", on_delete=models.CASCADE, related_name="samples")
     at = models.DateTimeField()  # when the collection ran
     seconds = models.PositiveIntegerField()
+    gpu_seconds = models.PositiveIntegerField(default=0)
+    hourly = models.BooleanField(default=False)  # one row for the hour from ``at``, compacted from raw ones
     source = models.CharField(max_length=10, choices=Source.choices)
     gpu_active = models.FloatField(null=True)  # mean GR engine activity of its devices, 0-1
     gpu_observed_at = models.DateTimeField(null=True)  # how fresh the GPU figures are
@@ -148,7 +151,10 @@ class ActivitySample(models.Model):
     last_activity = models.DateTimeField(null=True)  # Jupyter's latest user or kernel activity
 
     class Meta:
-        indexes = [models.Index(fields=("workspace", "at"), name="sample_workspace_at")]
+        indexes = [
+            models.Index(fields=("workspace", "at"), name="sample_workspace_at"),
+            models.Index(fields=("hourly", "at"), name="sample_hourly_at"),  # what compaction picks
+        ]
         ordering = ("workspace", "at")
 
     def __str__(self) -> str:

@@ -11,7 +11,7 @@ from django.utils import timezone
 from portal.queue import enqueue_coalesced, mark_started
 from scheduling.kube.calls import TransientKubeError
 from scheduling.kube.client import kube
-from scheduling.loops import cycle, provisioning, reconcile, tasknames, telemetry
+from scheduling.loops import cycle, provisioning, reconcile, tasknames, telemetry, telemetry_retention
 from scheduling.loops.locks import single_flight
 
 # Transient cluster errors (timeouts, 5xx, 429) retry with exponential backoff; anything else is a bug
@@ -54,3 +54,9 @@ def reconcile_cluster() -> dict[str, int]:
 def collect_telemetry() -> int:
     with single_flight("telemetry") as acquired:
         return telemetry.collect(kube(), timezone.now()).samples if acquired else 0
+
+
+@shared_task(name=tasknames.COMPACT_TELEMETRY)
+def compact_telemetry() -> dict[str, int]:
+    now = timezone.now()
+    return {"compacted": telemetry_retention.compact(now), "expired": telemetry_retention.expire(now)}

@@ -3,8 +3,10 @@
 - Celery beat's schedule (read by ``portal.settings``): the scheduling cycle every
   ``SCHEDULING_INTERVAL_SECONDS`` (also after every request and release), the reconcile pass every
   ``RECONCILE_INTERVAL_SECONDS`` (5 s each by default), telemetry collection every
-  ``TELEMETRY_INTERVAL_SECONDS`` (30 s; ``loops/telemetry.py``). Each entry expires if not started within two
-  periods, so a busy worker skips stale runs instead of queueing them in front of provisioning.
+  ``TELEMETRY_INTERVAL_SECONDS`` (30 s; ``loops/telemetry.py``), and every hour the compaction of old
+  samples into hourly rows and their expiry (``loops/telemetry_retention.py``). Each entry expires if not
+  started within two periods (telemetry within one), so a busy worker skips stale runs instead of queueing
+  them in front of provisioning.
 - Inside those: every cycle stops borrowers whose preemption notice ran out and ages the fair-share usage;
   every reconcile pass checks pods and jobs, and one pass every ``ORPHAN_SWEEP_SECONDS`` (60 s) also sweeps
   orphaned services, secrets and volumes (:func:`orphan_sweep_due`).
@@ -28,6 +30,11 @@ def beat_schedule(
             "task": tasknames.COLLECT_TELEMETRY,
             "schedule": telemetry_interval,
             "options": {"expires": telemetry_interval},  # a late collection is skipped, never doubled
+        },
+        "telemetry-compaction": {
+            "task": tasknames.COMPACT_TELEMETRY,
+            "schedule": 3600.0,
+            "options": {"expires": 3600.0},
         },
         "scheduling-cycle": {
             "task": tasknames.RUN_CYCLE,

@@ -101,15 +101,14 @@ def collect(kube: Kube, now: datetime, source: GpuTelemetry | None = None) -> Co
     gpu, kind = _gpu(source if source is not None else configured_source())
     notebooks = _notebooks(kube, workspaces)
     seconds = round(settings.TELEMETRY_INTERVAL_SECONDS)
-    rows = [
-        ActivitySample(
-            workspace_id=w.pk,
-            at=now,
-            seconds=seconds,
-            source=kind,
-            **vars(workspace_figures(pods.get(w.pk, []), gpu, notebooks.get(w.pk))),
+    rows = []
+    for w in workspaces:
+        figures = workspace_figures(pods.get(w.pk, []), gpu, notebooks.get(w.pk))
+        gpu_seconds = seconds if figures.gpu_active is not None else 0
+        rows.append(
+            ActivitySample(
+                workspace_id=w.pk, at=now, seconds=seconds, gpu_seconds=gpu_seconds, source=kind, **vars(figures)
+            )
         )
-        for w in workspaces
-    ]
     ActivitySample.objects.bulk_create(rows, batch_size=1000)
     return Collected(len(rows), kind)
