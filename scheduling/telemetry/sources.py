@@ -85,21 +85,26 @@ class PrometheusQuery:
         query = '{__name__=~"' + "|".join(METRICS) + '"}'
         endpoint = f"{self.url.rstrip('/')}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
         try:
-            answer = json.loads(_get(endpoint, self.timeout))
+            return readings_from_query(_get(endpoint, self.timeout))
         except ValueError as exc:
-            raise TelemetryUnavailable(f"{self.url}: the answer is not JSON ({exc})") from exc
-        if answer.get("status") != "success" or answer.get("data", {}).get("resultType") != "vector":
-            raise TelemetryUnavailable(f"{self.url}: {answer.get('error') or 'unexpected answer'}")
-        by_time: dict[float, list[Sample]] = {}
-        for series in answer["data"]["result"]:
-            labels = dict(series["metric"])
-            name = labels.pop("__name__", "")
-            at, value = series["value"]
-            by_time.setdefault(float(at), []).append((name, labels, float(value)))
-        found: list[DeviceReading] = []
-        for at, samples in by_time.items():
-            found += device_readings(samples, datetime.fromtimestamp(at, UTC))
-        return found
+            raise TelemetryUnavailable(f"{self.url}: {exc}") from exc
+
+
+def readings_from_query(body: bytes) -> list[DeviceReading]:
+    """An instant query's JSON answer (``resultType`` vector) as readings; ValueError if it is not one."""
+    answer = json.loads(body)
+    if answer.get("status") != "success" or answer.get("data", {}).get("resultType") != "vector":
+        raise ValueError(answer.get("error") or "not an instant vector")
+    by_time: dict[float, list[Sample]] = {}
+    for series in answer["data"]["result"]:
+        labels = dict(series["metric"])
+        name = labels.pop("__name__", "")
+        at, value = series["value"]
+        by_time.setdefault(float(at), []).append((name, labels, float(value)))
+    found: list[DeviceReading] = []
+    for at, samples in by_time.items():
+        found += device_readings(samples, datetime.fromtimestamp(at, UTC))
+    return found
 
 
 def configured_source() -> GpuTelemetry | None:

@@ -7,11 +7,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from scheduling.simcluster import device_plugin, node_render, nodes, telemetry
 from scheduling.simcluster.device_plugin import DeviceRef
 from scheduling.simcluster.telemetry import PodRef
-from scheduling.telemetry.dcgm import device_readings, parse_exposition, pod_activity, workload_of
+from scheduling.telemetry.dcgm import METRICS, device_readings, parse_exposition, pod_activity, workload_of
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -133,3 +134,16 @@ def test_missing_values_and_older_gpus() -> None:
 def test_text_that_is_not_the_exposition_format_is_an_error() -> None:
     with pytest.raises(ValueError):
         parse_exposition("<html>502 Bad Gateway</html>\n")
+
+
+def test_the_fast_parser_reads_what_prometheus_clients_parser_reads(demo: nodes.ClusterSpec) -> None:
+    holders = {DeviceRef(0): pod("nb", "steady-training"), DeviceRef(1): pod('we"ird\\name', "none")}
+    text = (
+        exporter_text(demo, "gpu-h100-0", holders) + 'DCGM_FI_DEV_FB_USED{pod="p",namespace="a\\nb"} 1 1700000000000\n'
+    )
+    wanted = set(METRICS)
+    expected = [
+        (s.name, s.labels, s.value) for f in text_string_to_metric_families(text) if f.name in wanted for s in f.samples
+    ]
+    assert parse_exposition(text) == expected
+    assert any(labels.get("pod") == 'we"ird\\name' for _, labels, _ in expected)
