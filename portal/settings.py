@@ -299,6 +299,13 @@ TELEMETRY_TIMEOUT_SECONDS = env_float("TELEMETRY_TIMEOUT_SECONDS", 5.0, minimum=
 # Seconds between telemetry collections (beat), and how many notebooks' Jupyter are read at once.
 TELEMETRY_INTERVAL_SECONDS = env_float("TELEMETRY_INTERVAL_SECONDS", 30.0, minimum=1.0)
 TELEMETRY_NOTEBOOK_CONCURRENCY = env_int("TELEMETRY_NOTEBOOK_CONCURRENCY", 16, minimum=1, maximum=128)
+# Operators' bounds on the idle rules leads set per team (scheduling/quota/actions.py do_set_idle_policy).
+IDLE_THRESHOLD_PERCENT_MAX = env_int("IDLE_THRESHOLD_PERCENT_MAX", 30, minimum=1, maximum=100)
+IDLE_WINDOW_MINUTES_MIN = env_int("IDLE_WINDOW_MINUTES_MIN", 30, minimum=5)
+IDLE_WINDOW_MINUTES_MAX = env_int("IDLE_WINDOW_MINUTES_MAX", 1440, minimum=IDLE_WINDOW_MINUTES_MIN)
+IDLE_GRACE_MINUTES_MIN = env_int("IDLE_GRACE_MINUTES_MIN", 5, minimum=1)
+IDLE_KEEP_ALIVE_HOURS_MAX = env_int("IDLE_KEEP_ALIVE_HOURS_MAX", 12, minimum=1)
+IDLE_KEEP_ALIVES_MAX = env_int("IDLE_KEEP_ALIVES_MAX", 5, minimum=0)
 # Samples stay raw this many hours, then one row per workspace and hour, kept this many days.
 TELEMETRY_RAW_HOURS = env_int("TELEMETRY_RAW_HOURS", 24, minimum=1)
 TELEMETRY_RETENTION_DAYS = env_int("TELEMETRY_RETENTION_DAYS", 90, minimum=1)

@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from portal import access
 from portal.models import AuditEvent, Department
 from scheduling import access as scheduling_access
-from scheduling.models import DepartmentCap, MemberCap, TeamQuota
+from scheduling.models import DepartmentCap, MemberCap, TeamPolicy, TeamQuota
 from scheduling.queue_view import queue_entries
 from scheduling.quota import actions as quota_actions
 from scheduling.quota import rules as quota
@@ -120,6 +120,36 @@ class TeamPolicyView(generics.GenericAPIView[Any]):
         payload = self.get_serializer(data=request.data)
         payload.is_valid(raise_exception=True)
         quota_actions.do_set_team_policy(request.user, team, **payload.validated_data)
+        return self.get(request, team_id)
+
+
+class IdlePolicySerializer(serializers.Serializer[Any]):
+    """Each optional on PUT: what is left out stays as it was. Bounds: the operators' (IDLE_* settings)."""
+
+    idle_threshold_percent = serializers.IntegerField(required=False)
+    idle_window_minutes = serializers.IntegerField(required=False)
+    idle_grace_minutes = serializers.IntegerField(required=False)
+    keep_alive_hours = serializers.IntegerField(required=False)
+    keep_alives_per_run = serializers.IntegerField(required=False)
+    stuck_window_minutes = serializers.IntegerField(required=False)
+
+
+class TeamIdlePolicyView(generics.GenericAPIView[Any]):
+    """A team's idle rules: when a notebook counts as idle, the grace before it is reclaimed, how long and
+    how often its owner may keep it alive, when a training job is flagged as possibly stuck. Leads set it."""
+
+    serializer_class = IdlePolicySerializer
+
+    def get(self, request: Request, team_id: int) -> Response:
+        team = access.access_team_by_id(request.user, team_id)
+        policy = TeamPolicy.objects.filter(team=team).first() or TeamPolicy()
+        return Response({field: getattr(policy, field) for field in quota_actions.IDLE_FIELDS})
+
+    def put(self, request: Request, team_id: int) -> Response:
+        team = access.access_team_by_id(request.user, team_id)
+        payload = self.get_serializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        quota_actions.do_set_idle_policy(request.user, team, **payload.validated_data)
         return self.get(request, team_id)
 
 

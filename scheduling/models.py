@@ -79,6 +79,13 @@ class TeamPolicy(models.Model):
     allowed_offerings = models.ManyToManyField(
         "workspaces.GpuOffering", blank=True, related_name="+", help_text="Empty: every enabled offering."
     )
+    # Idle reclaim (scheduling/telemetry/idle_rule.py), within the operators' IDLE_* bounds.
+    idle_threshold_percent = models.PositiveSmallIntegerField(default=5, help_text="GPU activity below this is idle.")
+    idle_window_minutes = models.PositiveSmallIntegerField(default=60)
+    idle_grace_minutes = models.PositiveSmallIntegerField(default=15, help_text="From the warning to the reclaim.")
+    keep_alive_hours = models.PositiveSmallIntegerField(default=4, help_text="How long one keep-alive lasts.")
+    keep_alives_per_run = models.PositiveSmallIntegerField(default=2, help_text="Keep-alives per start or resume.")
+    stuck_window_minutes = models.PositiveSmallIntegerField(default=120, help_text="Training jobs: flag after this.")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

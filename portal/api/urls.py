@@ -20,6 +20,7 @@ urlpatterns = [
     path("queue/", scheduling_api.QueueView.as_view(), name="queue"),
     path("audit/", scheduling_api.AuditView.as_view(), name="audit"),
     path("teams/<int:team_id>/policy/", scheduling_api.TeamPolicyView.as_view(), name="team-policy"),
+    path("teams/<int:team_id>/idle-policy/", scheduling_api.TeamIdlePolicyView.as_view(), name="team-idle-policy"),
     path("teams/<int:team_id>/member-caps/", scheduling_api.MemberCapsView.as_view(), name="team-member-caps"),
     path("departments/<int:department_id>/caps/", scheduling_api.DepartmentCapsView.as_view(), name="department-caps"),
     path("", include(router.urls)),

@@ -147,3 +147,47 @@ def do_set_team_policy(
     AuditEvent.record(actor=actor, action="policy.set", target=policy, team=team, before=before,
                       after=_policy_snapshot(policy))  # fmt: skip
     return policy
+
+
+IDLE_FIELDS = (
+    "idle_threshold_percent",
+    "idle_window_minutes",
+    "idle_grace_minutes",
+    "keep_alive_hours",
+    "keep_alives_per_run",
+    "stuck_window_minutes",
+)
+
+
+def _idle_bounds() -> dict[str, tuple[int, int, str]]:
+    """Per field: the operators' (lowest, highest) and the words of the refusal."""
+    window = (settings.IDLE_WINDOW_MINUTES_MIN, settings.IDLE_WINDOW_MINUTES_MAX)
+    return {
+        "idle_threshold_percent": (1, settings.IDLE_THRESHOLD_PERCENT_MAX, "The GPU-activity threshold"),
+        "idle_window_minutes": (*window, "The idle window"),
+        "idle_grace_minutes": (settings.IDLE_GRACE_MINUTES_MIN, 24 * 60, "The grace period"),
+        "keep_alive_hours": (1, settings.IDLE_KEEP_ALIVE_HOURS_MAX, "One keep-alive"),
+        "keep_alives_per_run": (0, settings.IDLE_KEEP_ALIVES_MAX, "Keep-alives per start"),
+        "stuck_window_minutes": (*window, "The training-job window"),
+    }
+
+
+@transaction.atomic
+def do_set_idle_policy(actor: Any, team: Team, **values: int) -> TeamPolicy:
+    """The lead's idle rules for the team, each within the operators' bounds; audited."""
+    _require_manager(actor, team)
+    errors = {
+        field: f"{what} must be between {low} and {high}; operators allow no more."
+        for field, (low, high, what) in _idle_bounds().items()
+        if field in values and not low <= values[field] <= high
+    }
+    if errors:
+        raise ValidationError(errors)
+    policy = TeamPolicy.objects.select_for_update().get_or_create(team=team)[0]
+    before = {field: getattr(policy, field) for field in IDLE_FIELDS}
+    for field, value in values.items():
+        setattr(policy, field, value)
+    policy.save(update_fields=[*values, "updated_at"])
+    AuditEvent.record(actor=actor, action="idle_policy.set", target=policy, team=team, before=before,
+                      after={field: getattr(policy, field) for field in IDLE_FIELDS})  # fmt: skip
+    return policy

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any, cast
 
@@ -20,6 +21,7 @@ from portal.models import Team
 from scheduling.engine import quota as engine_quota
 from scheduling.engine.quota import QuotaConfig, to_units
 from scheduling.models import DepartmentCap, MemberCap, TeamPolicy, TeamQuota
+from scheduling.telemetry.idle_rule import IdlePolicy
 from workspaces.models import Workspace
 
 ZERO = Decimal(0)
@@ -120,6 +122,29 @@ def team_rules(team_id: int) -> TeamRules:
         policy.default_runtime_hours,
         min(policy.max_runtime_hours, settings.WORKSPACE_MAX_RUNTIME_HOURS),
         frozenset(o.slug for o in policy.allowed_offerings.all()),
+    )
+
+
+@dataclass(frozen=True)
+class IdleRules:
+    policy: IdlePolicy
+    keep_alive_hours: int
+    keep_alives_per_run: int
+
+
+def idle_rules(team_id: int) -> IdleRules:
+    """The team's idle rules (its lead's, or the defaults), as the idle rule reads them."""
+    policy = TeamPolicy.objects.filter(team_id=team_id).first() or TeamPolicy()
+    return IdleRules(
+        IdlePolicy(
+            threshold=policy.idle_threshold_percent / 100,
+            window=timedelta(minutes=policy.idle_window_minutes),
+            grace=timedelta(minutes=policy.idle_grace_minutes),
+            stuck_window=timedelta(minutes=policy.stuck_window_minutes),
+            max_gap=timedelta(seconds=3 * settings.TELEMETRY_INTERVAL_SECONDS),
+        ),
+        policy.keep_alive_hours,
+        policy.keep_alives_per_run,
     )
 
 
