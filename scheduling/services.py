@@ -26,14 +26,16 @@ from scheduling.loops import tasknames
 from scheduling.loops.provisioning import notebook_base_url, request_teardown
 from scheduling.models import MemberCap
 from scheduling.priorities import LEVELS
-from scheduling.quota.rules import TeamRules, member_use, never_fits, quota_summaries, team_rules
+from scheduling.quota.rules import IdleRules, TeamRules, idle_rules, member_use, never_fits, quota_summaries, team_rules
 from workspaces.models import GpuOffering, Workspace
 
 __all__ = [
+    "IdleRules",
     "TeamRules",
     "cluster_events",
     "env_name_problem",
     "free_units",
+    "idle_rules",
     "job_priorities",
     "member_quota_left",
     "never_fits",

@@ -7,10 +7,12 @@ the scheduling tasks (by name, after commit). None of them talks to Kubernetes.
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from portal.models import AuditEvent
 from scheduling import services
@@ -154,6 +156,8 @@ def do_resume(user: Any, workspace: Workspace) -> Workspace:
         admitted_at=None,
         started_at=None,
         finished_at=None,
+        kept_alive_until=None,  # a new run: the policy's keep-alives anew
+        keep_alives_used=0,
     )
     _audit_for_others(user, workspace, "resume", before)
     services.request_cycle()
@@ -203,4 +207,31 @@ def do_extend(user: Any, workspace: Workspace, hours: int) -> Workspace:
     workspace.max_runtime_seconds = new_total
     note(workspace, f"Extended by {hours} h by {user.get_username()}; runtime is now {new_total // 3600} h.")
     _audit_for_others(user, workspace, "extend", before, max_runtime_hours=new_total // 3600)
+    return workspace
+
+
+@transaction.atomic
+def do_keep_alive(user: Any, workspace: Workspace) -> Workspace:
+    """The owner keeps a running notebook from idle reclaim for the team's keep-alive length, as often per
+    run (start or resume) as the team's policy allows."""
+    workspace = _locked(workspace)
+    if workspace.owner_id != user.pk:
+        raise PermissionDenied("Only its owner can keep a notebook alive.")
+    if workspace.kind != Workspace.Kind.NOTEBOOK or workspace.state != Workspace.State.RUNNING:
+        raise ValidationError(
+            "Only a running notebook can be kept alive; training jobs are never reclaimed for idleness."
+        )
+    rules = services.idle_rules(workspace.team_id)
+    if workspace.keep_alives_used >= rules.keep_alives_per_run:
+        allowed = rules.keep_alives_per_run
+        raise ValidationError(
+            f"{workspace.team.name}'s policy allows {allowed} keep-alive{'s' if allowed != 1 else ''} per run and "
+            "this one has had them: save your work; stopping and resuming it later starts a new run."
+        )
+    until = timezone.now() + timedelta(hours=rules.keep_alive_hours)
+    used = workspace.keep_alives_used + 1
+    Workspace.objects.filter(pk=workspace.pk).update(kept_alive_until=until, keep_alives_used=used)
+    workspace.kept_alive_until, workspace.keep_alives_used = until, used
+    left = rules.keep_alives_per_run - used
+    note(workspace, f"Kept alive by {user.get_username()} until {until:%Y-%m-%d %H:%M} UTC ({left} keep-alives left).")
     return workspace

@@ -345,6 +345,9 @@ class Workspace(models.Model):
         db_index=True,
         help_text="Set while removing its cluster objects is owed; the reconcile loop finishes a lost teardown.",
     )
+    # The owner's keep-alive against idle reclaim (actions.do_keep_alive), and how many this run has used.
+    kept_alive_until = models.DateTimeField(null=True, blank=True)
+    keep_alives_used = models.PositiveSmallIntegerField(default=0)
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     admitted_at = models.DateTimeField(null=True, blank=True)

@@ -169,6 +169,12 @@ class WorkspaceViewSet(
         return self._act(actions.do_extend, payload.validated_data["hours"])
 
     @extend_schema(request=None, responses={202: WorkspaceSerializer})
+    @action(detail=True, methods=["post"], url_path="keep-alive")
+    def keep_alive(self, request: Request, pk: str) -> Response:
+        """Keep a running notebook from idle reclaim for the team's keep-alive length (owner only)."""
+        return self._act(actions.do_keep_alive)
+
+    @extend_schema(request=None, responses={202: WorkspaceSerializer})
     def destroy(self, request: Request, pk: str) -> Response:
         return self._act(actions.do_delete)
 
