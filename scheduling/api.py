@@ -99,6 +99,16 @@ class PolicySerializer(serializers.Serializer[Any]):
     allowed_offerings = serializers.ListField(child=serializers.SlugField(), default=list)
 
 
+def _put_team_setting(view: Any, request: Request, team_id: int, change: Any) -> Response:
+    """PUT of a team's settings: the team as the asker may see it, the body checked by the view's serializer,
+    the change made (and refused) by its quota action, the result as GET answers it."""
+    team = access.access_team_by_id(request.user, team_id)
+    payload = view.get_serializer(data=request.data)
+    payload.is_valid(raise_exception=True)
+    change(request.user, team, **payload.validated_data)
+    return view.get(request, team_id)  # type: ignore[no-any-return]
+
+
 class TeamPolicyView(generics.GenericAPIView[Any]):
     """A team's policy: default and longest runtime, the offerings its members may use. Leads set it."""
 
@@ -116,11 +126,7 @@ class TeamPolicyView(generics.GenericAPIView[Any]):
         )
 
     def put(self, request: Request, team_id: int) -> Response:
-        team = access.access_team_by_id(request.user, team_id)
-        payload = self.get_serializer(data=request.data)
-        payload.is_valid(raise_exception=True)
-        quota_actions.do_set_team_policy(request.user, team, **payload.validated_data)
-        return self.get(request, team_id)
+        return _put_team_setting(self, request, team_id, quota_actions.do_set_team_policy)
 
 
 class IdlePolicySerializer(serializers.Serializer[Any]):
@@ -146,11 +152,7 @@ class TeamIdlePolicyView(generics.GenericAPIView[Any]):
         return Response({field: getattr(policy, field) for field in quota_actions.IDLE_FIELDS})
 
     def put(self, request: Request, team_id: int) -> Response:
-        team = access.access_team_by_id(request.user, team_id)
-        payload = self.get_serializer(data=request.data)
-        payload.is_valid(raise_exception=True)
-        quota_actions.do_set_idle_policy(request.user, team, **payload.validated_data)
-        return self.get(request, team_id)
+        return _put_team_setting(self, request, team_id, quota_actions.do_set_idle_policy)
 
 
 class MemberCapSerializer(serializers.Serializer[MemberCap]):
