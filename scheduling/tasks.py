@@ -11,7 +11,7 @@ from django.utils import timezone
 from portal.queue import enqueue_coalesced, mark_started
 from scheduling.kube.calls import TransientKubeError
 from scheduling.kube.client import kube
-from scheduling.loops import cycle, provisioning, reconcile, tasknames, telemetry, telemetry_retention
+from scheduling.loops import cycle, idle, provisioning, reconcile, tasknames, telemetry, telemetry_retention
 from scheduling.loops.locks import single_flight
 
 # Transient cluster errors (timeouts, 5xx, 429) retry with exponential backoff; anything else is a bug
@@ -53,7 +53,11 @@ def reconcile_cluster() -> dict[str, int]:
 @shared_task(name=tasknames.COLLECT_TELEMETRY, **RETRY)
 def collect_telemetry() -> int:
     with single_flight("telemetry") as acquired:
-        return telemetry.collect(kube(), timezone.now()).samples if acquired else 0
+        if not acquired:
+            return 0
+        collected = telemetry.collect(kube(), timezone.now())
+        idle.apply_idle_rules(timezone.now())  # judged on what was just collected
+        return collected.samples
 
 
 @shared_task(name=tasknames.COMPACT_TELEMETRY)

@@ -156,8 +156,10 @@ def do_resume(user: Any, workspace: Workspace) -> Workspace:
         admitted_at=None,
         started_at=None,
         finished_at=None,
-        kept_alive_until=None,  # a new run: the policy's keep-alives anew
+        kept_alive_until=None,  # a new run: the policy's keep-alives anew, no idle marks
         keep_alives_used=0,
+        idle_warned_at=None,
+        flagged_stuck_at=None,
     )
     _audit_for_others(user, workspace, "resume", before)
     services.request_cycle()

@@ -291,6 +291,7 @@ class Workspace(models.Model):
         FAILED = "failed", "Failed"
         PREEMPTED = "preempted", "Preempted"
         EXPIRED = "expired", "Expired"
+        RECLAIMED = "reclaimed", "Reclaimed (idle)"
         CANCELLED = "cancelled", "Cancelled"
         REJECTED = "rejected", "Rejected"
         DELETED = "deleted", "Deleted"
@@ -304,11 +305,12 @@ class Workspace(models.Model):
         State.FAILED,
         State.PREEMPTED,
         State.EXPIRED,
+        State.RECLAIMED,
         State.CANCELLED,
         State.REJECTED,
         State.DELETED,
     )
-    RESUMABLE_STATES = (State.STOPPED, State.PREEMPTED, State.EXPIRED, State.FAILED)
+    RESUMABLE_STATES = (State.STOPPED, State.PREEMPTED, State.EXPIRED, State.RECLAIMED, State.FAILED)
 
     name = models.CharField(
         max_length=40,
@@ -348,6 +350,10 @@ class Workspace(models.Model):
     # The owner's keep-alive against idle reclaim (actions.do_keep_alive), and how many this run has used.
     kept_alive_until = models.DateTimeField(null=True, blank=True)
     keep_alives_used = models.PositiveSmallIntegerField(default=0)
+    # The idle rule's marks (scheduling/loops/idle.py): when the current idle warning was given, and when a
+    # training job was flagged as possibly stuck.
+    idle_warned_at = models.DateTimeField(null=True, blank=True)
+    flagged_stuck_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
