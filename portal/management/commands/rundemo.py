@@ -72,6 +72,9 @@ class Command(BaseCommand):
             # Notebook links through the simulator's plain-HTTP door: its API server's certificate is
             # self-signed, which a browser would stop at.
             NOTEBOOK_PROXY_URL=f"http://127.0.0.1:{plain_port}",
+            # GPU telemetry straight from the simulated dcgm-exporter page (no Prometheus in the demo).
+            TELEMETRY_SOURCE=os.environ.get("TELEMETRY_SOURCE", "scrape"),
+            DCGM_SCRAPE_URLS=os.environ.get("DCGM_SCRAPE_URLS", f"http://127.0.0.1:{plain_port}/metrics"),
         )
         cluster_args = ["--nodes", str(options["cluster"])] if options["cluster"] else []
         cluster = Child(
