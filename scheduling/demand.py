@@ -6,6 +6,8 @@ Pure functions of the row (and settings): no queries, no cluster calls.
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 
 from scheduling import priorities
@@ -25,6 +27,19 @@ SHARING: dict[str, Sharing] = {
 SIM_DURATION_ENV = "GPUPORTAL_SIM_DURATION_SECONDS"
 # Workload profiles the simulated cluster uses to make up GPU activity (ignored by a real cluster).
 _PROFILES = {Workspace.Kind.NOTEBOOK: "bursty-notebook", Workspace.Kind.JOB: "steady-training"}
+# Simulated cluster only: a workspace's own profile, ``NAME`` or ``NAME:SECONDS`` (how long an
+# ``idle-notebook`` works before it sits idle), e.g. ``idle-notebook:60`` to watch idle reclaim in the demo.
+SIM_PROFILE_ENV = "GPUPORTAL_SIM_PROFILE"
+_PROFILE_VALUE = re.compile(r"\A([a-z][a-z-]{0,40})(?::(\d{1,6}))?\Z")
+
+
+def sim_workload(workspace: Workspace) -> tuple[str, int | None]:
+    """(profile, busy seconds) the simulated cluster is told to play; the kind's default unless the
+    workspace's environment names one well-formed (the simulated cluster ignores profiles it lacks)."""
+    match = _PROFILE_VALUE.match(str(workspace.env.get(SIM_PROFILE_ENV, "")))
+    if match is None:
+        return _PROFILES[Workspace.Kind(workspace.kind)], None
+    return match.group(1), int(match.group(2)) if match.group(2) else None
 
 
 def is_gpu(workspace: Workspace) -> bool:
@@ -98,6 +113,7 @@ def spec_for(workspace: Workspace) -> WorkspaceSpec:
     simulated_seconds = settings.SIMCLUSTER_JOB_SECONDS
     if simulated_seconds and str(workspace.env.get(SIM_DURATION_ENV, "")).isdigit():
         simulated_seconds = int(workspace.env[SIM_DURATION_ENV])
+    profile, busy_seconds = sim_workload(workspace)
     return WorkspaceSpec(
         workspace_id=workspace.pk,
         name=workspace.name,
@@ -116,7 +132,8 @@ def spec_for(workspace: Workspace) -> WorkspaceSpec:
         home_volume_gib=workspace.home_volume_gib,
         priority_class=priorities.class_name(workspace.priority),
         pin_node=workspace.pinned_node or None,
-        workload_profile=_PROFILES[Workspace.Kind(workspace.kind)],
+        workload_profile=profile,
+        simulated_busy_seconds=busy_seconds,
         simulated_duration_seconds=(
             simulated_seconds if simulated_seconds and workspace.kind == Workspace.Kind.JOB else None
         ),

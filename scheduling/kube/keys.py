@@ -34,6 +34,7 @@ TEAM = "gpuportal.io/team"
 OWNER = "gpuportal.io/owner"
 SIM_PROFILE_ANNOTATION = "sim.gpuportal.io/workload-profile"  # simulated cluster only
 SIM_DURATION_ANNOTATION = "sim.gpuportal.io/duration-seconds"  # simulated cluster only
+SIM_BUSY_ANNOTATION = "sim.gpuportal.io/busy-seconds"  # simulated cluster only
 
 # -- ports --------------------------------------------------------------------------------------------
 NOTEBOOK_PORT = 8888

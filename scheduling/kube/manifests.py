@@ -38,6 +38,7 @@ from scheduling.kube.keys import (
     MANAGER,
     MASTER_PORT,
     NOTEBOOK_PORT,
+    SIM_BUSY_ANNOTATION,
     SIM_DURATION_ANNOTATION,
     SIM_PROFILE_ANNOTATION,
     TEAM,
@@ -104,6 +105,8 @@ def _sim_annotations(spec: WorkspaceSpec) -> dict[str, str]:
         annotations[SIM_PROFILE_ANNOTATION] = spec.workload_profile
     if spec.simulated_duration_seconds is not None:
         annotations[SIM_DURATION_ANNOTATION] = str(spec.simulated_duration_seconds)
+    if spec.simulated_busy_seconds is not None:
+        annotations[SIM_BUSY_ANNOTATION] = str(spec.simulated_busy_seconds)
     return annotations
 
 

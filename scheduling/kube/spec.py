@@ -62,4 +62,5 @@ class WorkspaceSpec:
     pin_node: str | None = None  # placement engine's choice -> required node affinity on the hostname
     workload_profile: str | None = None  # simulated cluster only
     simulated_duration_seconds: int | None = None  # simulated cluster only (jobs)
+    simulated_busy_seconds: int | None = None  # simulated cluster only (the idle-notebook profile)
     storage_class: str | None = None

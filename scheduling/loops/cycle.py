@@ -119,6 +119,7 @@ def _give_notice(workspace: Workspace, preempt: Preempt, now: datetime) -> None:
             f"Will be preempted at {deadline:%H:%M:%S} UTC: {preempt.message} It is then stopped, keeps its "
             "home volume and queues again.",
             source="scheduler",
+            details={"event": "preemption_notice", "at": deadline.isoformat()},
         )
 
 

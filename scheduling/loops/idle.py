@@ -84,6 +84,11 @@ def _apply(workspace: Workspace, action: Action, judgement: Judgement, now: date
             f"Idle warning. {judgement.why} It will be reclaimed at {at:%H:%M} UTC unless it is used{keep}; "
             "its home volume is kept and it can be resumed.",
             source="idle",
+            details={
+                "event": "idle_warning",
+                "reclaim_at": at.isoformat(),
+                "peak_gpu_active": judgement.peak_gpu_active,
+            },
         )
         return True
     if action == Action.CLEAR:
@@ -94,7 +99,12 @@ def _apply(workspace: Workspace, action: Action, judgement: Judgement, now: date
     if action == Action.FLAG_STUCK:
         if not _mark(workspace, flagged_stuck_at=now):
             return False
-        note(workspace, f"Possibly stuck: {judgement.why} It keeps running; check its logs.", source="idle")
+        note(
+            workspace,
+            f"Possibly stuck: {judgement.why} It keeps running; check its logs.",
+            source="idle",
+            details={"event": "possibly_stuck"},
+        )
         return True
     minutes = int(grace.total_seconds() // 60)
     reclaimed = transition(

@@ -531,6 +531,7 @@ class Controllers:
                         uid=use.uid,
                         profile=telemetry.profile_for_pod(meta.get("annotations"), meta.get("labels")),
                         started_at=parse_time(pod["status"].get("startTime") or meta["creationTimestamp"]),
+                        busy_seconds=telemetry.busy_seconds_for_pod(meta.get("annotations")),
                     )
                     holders.update(dict.fromkeys(use.devices, ref))
                 uses.extend(telemetry.device_uses(name, sim.rendered.devices, holders))

@@ -8,7 +8,8 @@ Pure and deterministic, driven by the same workload model as the GPU telemetry
   ``last_activity`` frozen at the end of that work.
 - ``bursty-notebook``: one kernel with a browser connected, ``busy`` during bursts; ``last_activity`` is
   the end of the latest burst.
-- ``steady-training``: one ``busy`` kernel; ``last_activity`` is now.
+- ``steady-training`` and ``cpu-preprocessing``: one ``busy`` kernel; ``last_activity`` is now.
+- ``gpu-background``: one ``idle`` kernel, no browser connected, ``last_activity`` frozen at its start.
 - ``none``: the server runs without kernels; ``last_activity`` is the server start.
 
 The kernel starts ``KERNEL_START_DELAY`` after the server; before that the list is empty.
@@ -42,43 +43,51 @@ def kernel_id(seed: int, pod_uid: str) -> str:
 
 
 def _kernel(
-    profile: WorkloadProfile, started_at: datetime, now: datetime, seed: int, pod_uid: str
+    profile: WorkloadProfile, started_at: datetime, now: datetime, seed: int, pod_uid: str, busy: float | None
 ) -> tuple[dict[str, Any], datetime] | None:
     kernel_start = started_at + KERNEL_START_DELAY
     if profile == "none" or now < kernel_start:
         return None
-    act = activity(profile, seed=seed, pod_uid=pod_uid, started_at=started_at, at=now)
-    last = max(
-        kernel_start,
-        last_busy_at(profile, seed=seed, pod_uid=pod_uid, started_at=started_at, now=now) or kernel_start,
-    )
+    act = activity(profile, seed=seed, pod_uid=pod_uid, started_at=started_at, at=now, busy_seconds=busy)
+    busy_at = last_busy_at(profile, seed=seed, pod_uid=pod_uid, started_at=started_at, now=now, busy_seconds=busy)
+    last = max(kernel_start, busy_at or kernel_start)
     model = {
         "id": kernel_id(seed, pod_uid),
         "name": "python3",
         "last_activity": isoformat(last),
         "execution_state": "busy" if act.busy else "idle",
-        "connections": 0 if profile == "idle-notebook" else 1,
+        "connections": 0 if profile in ("idle-notebook", "gpu-background") else 1,
     }
     return model, last
 
 
 def jupyter_kernels(
-    profile: WorkloadProfile, started_at: datetime, now: datetime, seed: int, pod_uid: str
+    profile: WorkloadProfile,
+    started_at: datetime,
+    now: datetime,
+    seed: int,
+    pod_uid: str,
+    busy_seconds: float | None = None,
 ) -> list[dict[str, Any]]:
     """``GET /api/kernels``: ``[{id, name, last_activity, execution_state, connections}]``."""
-    k = _kernel(profile, started_at, now, seed, pod_uid)
+    k = _kernel(profile, started_at, now, seed, pod_uid, busy_seconds)
     return [] if k is None else [k[0]]
 
 
 def jupyter_status(
-    profile: WorkloadProfile, started_at: datetime, now: datetime, seed: int, pod_uid: str
+    profile: WorkloadProfile,
+    started_at: datetime,
+    now: datetime,
+    seed: int,
+    pod_uid: str,
+    busy_seconds: float | None = None,
 ) -> dict[str, Any]:
     """``GET /api/status``: ``{started, last_activity, kernels, connections}``.
 
     ``last_activity`` is the latest of server start and kernel activity (facts doc 8); polling
     ``/api/status`` itself does not count as activity.
     """
-    k = _kernel(profile, started_at, now, seed, pod_uid)
+    k = _kernel(profile, started_at, now, seed, pod_uid, busy_seconds)
     return {
         "started": isoformat(started_at),
         "last_activity": isoformat(started_at if k is None else max(started_at, k[1])),

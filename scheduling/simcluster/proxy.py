@@ -144,6 +144,7 @@ class Proxy:
     def _jupyter(self, pod: JSON, path: str, query: dict[str, str]) -> ProxyAnswer:
         status, meta = pod.get("status", {}), pod["metadata"]
         profile = telemetry.profile_for_pod(meta.get("annotations"), meta.get("labels"))
+        busy = telemetry.busy_seconds_for_pod(meta.get("annotations"))
         started = parse_time(status.get("startTime") or meta["creationTimestamp"])
         now = self.cluster.clock.now()
         tracked = path.endswith("/api/status") or query.get("no_track_activity") == "1"
@@ -152,11 +153,11 @@ class Proxy:
                 self._api_activity[meta["uid"]] = now
             touched = self._api_activity.get(meta["uid"])
         if path.endswith("/api/status"):
-            body: Any = jupyter.jupyter_status(profile, started, now, self.seed, meta["uid"])
+            body: Any = jupyter.jupyter_status(profile, started, now, self.seed, meta["uid"], busy)
             if touched is not None and touched > parse_time(body["last_activity"]):
                 body["last_activity"] = jupyter.isoformat(touched)
         elif path.endswith("/api/kernels"):
-            body = jupyter.jupyter_kernels(profile, started, now, self.seed, meta["uid"])
+            body = jupyter.jupyter_kernels(profile, started, now, self.seed, meta["uid"], busy)
         else:
             return _page(f"Simulated Jupyter for {meta['namespace']}/{meta['name']}")
         return ProxyAnswer(200, "application/json", json.dumps(body).encode())

@@ -5,11 +5,16 @@ Pure and deterministic: every value is a function of (seed, pod uid, time). Fact
 
 Workload profiles, chosen per pod by the annotation ``sim.gpuportal.io/workload-profile``:
 
-- ``idle-notebook``: works for the first 5-15 minutes after start, then sits idle (graphics engine
-  below 0.01) holding 12-24 % of the GPU memory, as a forgotten notebook does.
+- ``idle-notebook``: works for the first 5-15 minutes after start (or the annotation
+  ``sim.gpuportal.io/busy-seconds``), then sits idle (graphics engine below 0.01) holding 12-24 % of the
+  GPU memory, as a forgotten notebook does.
 - ``bursty-notebook``: 20-minute windows; the first and about half of the others hold one 3-12 minute
   burst at 0.4-0.9 activity, near-idle in between; holds 25-60 % of memory.
 - ``steady-training``: 0.86-0.97 activity and 82-94 % of memory throughout.
+- ``cpu-preprocessing``: a notebook whose kernel is busy throughout on the CPU (data preparation) while
+  its GPU stays below 0.01 with 5-10 % of the memory: idle by the GPU alone, active by its kernel.
+- ``gpu-background``: a notebook that started a GPU run in the background (a terminal, ``nohup``) and
+  whose browser was closed: 0.6-0.95 activity, kernel idle, no connection.
 - ``none``: holds the device and does nothing.
 
 The Jupyter answers (:mod:`scheduling.simcluster.jupyter`) use the same model, so a notebook whose kernel
@@ -29,7 +34,10 @@ from scheduling.simcluster.device_plugin import DeviceRef
 from scheduling.simcluster.node_render import GpuDevice, MigInstance
 
 PROFILE_ANNOTATION = "sim.gpuportal.io/workload-profile"
-WorkloadProfile = Literal["idle-notebook", "bursty-notebook", "steady-training", "none"]
+BUSY_ANNOTATION = "sim.gpuportal.io/busy-seconds"  # idle-notebook: how long it works before it sits idle
+WorkloadProfile = Literal[
+    "idle-notebook", "bursty-notebook", "steady-training", "cpu-preprocessing", "gpu-background", "none"
+]
 PROFILES: tuple[WorkloadProfile, ...] = get_args(WorkloadProfile)
 SAMPLE_SECONDS = 30  # dcgm-exporter collect interval (facts doc 6)
 
@@ -56,6 +64,15 @@ def profile_for_pod(annotations: Mapping[str, str] | None, labels: Mapping[str, 
     return "bursty-notebook"
 
 
+def busy_seconds_for_pod(annotations: Mapping[str, str] | None) -> float | None:
+    """The annotation's working time of an ``idle-notebook``, if it is a non-negative number."""
+    try:
+        value = float((annotations or {}).get(BUSY_ANNOTATION, ""))
+    except ValueError:
+        return None
+    return value if 0 <= value < float("inf") else None
+
+
 @dataclass(frozen=True)
 class Activity:
     gr_engine_active: float  # 0-1 (DCGM_FI_PROF_GR_ENGINE_ACTIVE)
@@ -66,8 +83,8 @@ class Activity:
 IDLE = Activity(0.0, 0.0, False)
 
 
-def _idle_warm_seconds(seed: int, uid: str) -> float:
-    return 300 + 600 * _unit(seed, uid, "warm")
+def _idle_warm_seconds(seed: int, uid: str, busy_seconds: float | None) -> float:
+    return 300 + 600 * _unit(seed, uid, "warm") if busy_seconds is None else busy_seconds
 
 
 def _burst(seed: int, uid: str, k: int) -> tuple[float, float] | None:
@@ -80,7 +97,15 @@ def _burst(seed: int, uid: str, k: int) -> tuple[float, float] | None:
     return start, start + length
 
 
-def activity(profile: WorkloadProfile, *, seed: int, pod_uid: str, started_at: datetime, at: datetime) -> Activity:
+def activity(
+    profile: WorkloadProfile,
+    *,
+    seed: int,
+    pod_uid: str,
+    started_at: datetime,
+    at: datetime,
+    busy_seconds: float | None = None,
+) -> Activity:
     """What the pod's workload does on its device at ``at`` (idle before ``started_at``)."""
     if at < started_at or profile == "none":
         return IDLE
@@ -88,9 +113,13 @@ def activity(profile: WorkloadProfile, *, seed: int, pod_uid: str, started_at: d
     noise = _unit(seed, pod_uid, "noise", int(at.timestamp() // SAMPLE_SECONDS))
     if profile == "idle-notebook":
         fb = 0.12 + 0.12 * _unit(seed, pod_uid, "fb")
-        if elapsed < _idle_warm_seconds(seed, pod_uid):
+        if elapsed < _idle_warm_seconds(seed, pod_uid, busy_seconds):
             return Activity(0.25 + 0.5 * noise, fb, True)
         return Activity(_IDLE_BELOW * 0.5 * noise, fb, False)
+    if profile == "cpu-preprocessing":
+        return Activity(_IDLE_BELOW * noise, 0.05 + 0.05 * _unit(seed, pod_uid, "fb"), True)
+    if profile == "gpu-background":
+        return Activity(0.6 + 0.35 * noise, 0.4 + 0.3 * _unit(seed, pod_uid, "fb"), False)
     if profile == "bursty-notebook":
         fb = 0.25 + 0.35 * _unit(seed, pod_uid, "fb")
         span = _burst(seed, pod_uid, int(elapsed // _BURST_WINDOW))
@@ -101,16 +130,23 @@ def activity(profile: WorkloadProfile, *, seed: int, pod_uid: str, started_at: d
 
 
 def last_busy_at(
-    profile: WorkloadProfile, *, seed: int, pod_uid: str, started_at: datetime, now: datetime
+    profile: WorkloadProfile,
+    *,
+    seed: int,
+    pod_uid: str,
+    started_at: datetime,
+    now: datetime,
+    busy_seconds: float | None = None,
 ) -> datetime | None:
-    """The last moment up to ``now`` the workload was busy (``now`` while busy); None if never."""
-    if now < started_at or profile == "none":
+    """The last moment up to ``now`` the kernel was busy (``now`` while busy); None if never. A
+    ``gpu-background`` kernel never was: its work runs outside it."""
+    if now < started_at or profile in ("none", "gpu-background"):
         return None
     elapsed = (now - started_at).total_seconds()
-    if profile == "steady-training":
+    if profile in ("steady-training", "cpu-preprocessing"):
         return now
     if profile == "idle-notebook":
-        return started_at + timedelta(seconds=min(elapsed, _idle_warm_seconds(seed, pod_uid)))
+        return started_at + timedelta(seconds=min(elapsed, _idle_warm_seconds(seed, pod_uid, busy_seconds)))
     for k in range(int(elapsed // _BURST_WINDOW), -1, -1):
         span = _burst(seed, pod_uid, k)
         if span is None or span[0] > elapsed:
@@ -130,6 +166,7 @@ class PodRef:
     uid: str
     profile: WorkloadProfile
     started_at: datetime
+    busy_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -248,7 +285,7 @@ def _load(use: DeviceUse, seed: int, at: datetime) -> tuple[float, float]:
     """(graphics-engine activity, memory fraction) summed over the pods sharing the device, capped."""
     gr = fb = 0.0
     for p in use.pods:
-        a = activity(p.profile, seed=seed, pod_uid=p.uid, started_at=p.started_at, at=at)
+        a = activity(p.profile, seed=seed, pod_uid=p.uid, started_at=p.started_at, at=at, busy_seconds=p.busy_seconds)
         gr += a.gr_engine_active
         fb += a.fb_fraction
     return min(gr, 1.0), min(fb, 0.97)

@@ -108,3 +108,22 @@ def test_status_last_activity_is_the_latest_of_start_and_kernels():
         s = status("bursty-notebook", minute)
         [k] = kernels("bursty-notebook", minute)
         assert parse(str(s["last_activity"])) == max(T0, parse(str(k["last_activity"])))
+
+
+def test_cpu_preprocessing_kernel_is_busy_with_a_browser():
+    [k] = kernels("cpu-preprocessing", 90)
+    assert k["execution_state"] == "busy" and k["connections"] == 1
+    assert parse(str(k["last_activity"])) == T0 + timedelta(minutes=90)
+
+
+def test_gpu_background_kernel_is_idle_without_a_browser():
+    [k] = kernels("gpu-background", 90)
+    assert k["execution_state"] == "idle" and k["connections"] == 0
+    assert parse(str(k["last_activity"])) == T0 + jupyter.KERNEL_START_DELAY
+    assert status("gpu-background", 90)["connections"] == 0
+
+
+def test_busy_seconds_freezes_last_activity_early():
+    [k] = jupyter.jupyter_kernels("idle-notebook", T0, T0 + timedelta(minutes=5), SEED, "u", 60)
+    assert k["execution_state"] == "idle"
+    assert parse(str(k["last_activity"])) == T0 + timedelta(seconds=60)

@@ -222,9 +222,39 @@ def test_last_busy_at_is_consistent_with_activity(profile, seconds, uid):
     now = T0 + timedelta(seconds=seconds)
     last = telemetry.last_busy_at(profile, seed=3, pod_uid=uid, started_at=T0, now=now)
     a = telemetry.activity(profile, seed=3, pod_uid=uid, started_at=T0, at=now)
-    if profile == "none":
-        assert last is None
+    if profile in ("none", "gpu-background"):  # its kernel is never busy
+        assert last is None and not a.busy
         return
     assert last is not None
     assert T0 <= last <= now
     assert (last == now) == a.busy
+
+
+def test_cpu_preprocessing_keeps_the_kernel_busy_and_the_gpu_idle():
+    for minutes in (1, 45, 300):
+        a = act("cpu-preprocessing", minutes)
+        assert a.busy and a.gr_engine_active < 0.01 and 0.05 <= a.fb_fraction <= 0.1
+
+
+def test_gpu_background_works_the_gpu_with_an_idle_kernel():
+    for minutes in (1, 45, 300):
+        a = act("gpu-background", minutes)
+        assert not a.busy and a.gr_engine_active >= 0.6
+
+
+def test_busy_seconds_sets_when_an_idle_notebook_goes_quiet():
+    at = T0 + timedelta(seconds=61)
+    quick = telemetry.activity("idle-notebook", seed=1, pod_uid="u1", started_at=T0, at=at, busy_seconds=60)
+    default = telemetry.activity("idle-notebook", seed=1, pod_uid="u1", started_at=T0, at=at)
+    assert not quick.busy and quick.gr_engine_active < 0.01
+    assert default.busy  # works for at least five minutes without the annotation
+    last = telemetry.last_busy_at("idle-notebook", seed=1, pod_uid="u1", started_at=T0, now=at, busy_seconds=60)
+    assert last == T0 + timedelta(seconds=60)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("90", 90.0), ("0", 0.0), ("1.5", 1.5), ("", None), ("-3", None), ("soon", None)]
+)
+def test_busy_seconds_annotation(value, expected):
+    assert telemetry.busy_seconds_for_pod({telemetry.BUSY_ANNOTATION: value}) == expected
+    assert telemetry.busy_seconds_for_pod(None) is None
