@@ -101,6 +101,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "portal.context_processors.navigation",
+                "workspaces.notifications.context_processors.unread_notifications",
             ],
         },
     },
@@ -306,6 +307,9 @@ IDLE_WINDOW_MINUTES_MAX = env_int("IDLE_WINDOW_MINUTES_MAX", 1440, minimum=IDLE_
 IDLE_GRACE_MINUTES_MIN = env_int("IDLE_GRACE_MINUTES_MIN", 5, minimum=1)
 IDLE_KEEP_ALIVE_HOURS_MAX = env_int("IDLE_KEEP_ALIVE_HOURS_MAX", 12, minimum=1)
 IDLE_KEEP_ALIVES_MAX = env_int("IDLE_KEEP_ALIVES_MAX", 5, minimum=0)
+# How many real seconds one minute of a team's idle rules lasts: 60. The demo (6: ten times faster, so idle
+# reclaim can be watched within minutes) and the full-stack tests make it shorter.
+IDLE_POLICY_MINUTE_SECONDS = env_float("IDLE_POLICY_MINUTE_SECONDS", 6.0 if PORTAL_ENV == "demo" else 60.0, minimum=0.1)
 # Samples stay raw this many hours, then one row per workspace and hour, kept this many days.
 TELEMETRY_RAW_HOURS = env_int("TELEMETRY_RAW_HOURS", 24, minimum=1)
 TELEMETRY_RETENTION_DAYS = env_int("TELEMETRY_RETENTION_DAYS", 90, minimum=1)
@@ -343,6 +347,37 @@ CELERY_BEAT_SCHEDULE = beat_schedule(
     reconcile_interval=RECONCILE_INTERVAL_SECONDS,
     telemetry_interval=TELEMETRY_INTERVAL_SECONDS,
 )
+
+# Notifications (workspaces/notifications/, docs/notifications.md). Mail goes through Django's mail framework:
+# SMTP in production; the demo and tests print mail on the console unless EMAIL_HOST names a server.
+EMAIL_HOST = env_str("EMAIL_HOST")
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend"
+    if IS_PRODUCTION or EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_HOST = EMAIL_HOST or "localhost"
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("Set EMAIL_USE_TLS (STARTTLS, port 587) or EMAIL_USE_SSL (port 465), not both.")
+# A mail server that does not answer must not hold a worker for long: the delivery task retries later.
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "GPU portal <gpu-portal@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# Where people reach the portal, for the links in emails and webhook posts (no trailing slash needed).
+PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://127.0.0.1:8000")
+if not PORTAL_BASE_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(f"PORTAL_BASE_URL={PORTAL_BASE_URL!r} must start with http:// or https://.")
+NOTIFY_WEBHOOK_TIMEOUT_SECONDS = env_float("NOTIFY_WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.1)
+# Tries per channel (email, webhook) of one notification, the first included; retries back off from 30 s.
+NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 3, minimum=1, maximum=10)
+# Owners are warned this many minutes before a workspace reaches its runtime limit (once per run).
+NOTIFY_RUNTIME_WARNING_MINUTES = env_int("NOTIFY_RUNTIME_WARNING_MINUTES", 30, minimum=1)
 
 LOGGING = {
     "version": 1,

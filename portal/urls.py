@@ -14,6 +14,7 @@ urlpatterns = [
     path("teams/<int:team_id>/", views.team_detail, name="team-detail"),
     path("teams/<int:team_id>/members/", views.team_members, name="team-members"),
     path("workspaces/", include("workspaces.urls")),
+    path("notifications/", include("workspaces.notifications.urls")),
     path("queue/", scheduling_views.queue_page, name="queue"),
     path("teams/<int:team_id>/quota/", scheduling_views.team_quota_page, name="team-quota"),
     path("chargeback/", views.chargeback_placeholder, name="chargeback"),

@@ -11,7 +11,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers
 from rest_framework.request import Request
@@ -20,6 +22,7 @@ from rest_framework.response import Response
 from portal import access
 from portal.models import AuditEvent, Department
 from scheduling import access as scheduling_access
+from scheduling import activity
 from scheduling.models import DepartmentCap, MemberCap, TeamPolicy, TeamQuota
 from scheduling.queue_view import queue_entries
 from scheduling.quota import actions as quota_actions
@@ -213,3 +216,42 @@ class AuditView(generics.ListAPIView[AuditEvent]):
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
         return scheduling_access.audit_events_visible_to(self.request.user)
+
+
+class TeamIdleOffendersView(generics.GenericAPIView[Any]):
+    """Per member, the GPU-equivalent hours their workspaces held with the GPU idle (below 5 % activity) over
+    the last 7 and 30 days, beside the hours with a GPU figure; most idle first. The team's leads and
+    operators only."""
+
+    serializer_class = serializers.Serializer
+
+    def get(self, request: Request, team_id: int) -> Response:
+        team = access.access_team_by_id(request.user, team_id)
+        if not access.can_manage_team(request.user, team):
+            raise PermissionDenied("Only this team's leads and operators see its members' idle GPU time.")
+        return Response({"team": team.slug, "members": activity.idle_offenders(team.pk, timezone.now())})
+
+
+class ClusterActivityView(generics.GenericAPIView[Any]):
+    """Operators: per GPU model, GPU-equivalents allocated to running workspaces, how much of them is active
+    (weighed by the latest GPU activity), held idle, and without a fresh figure."""
+
+    serializer_class = serializers.Serializer
+
+    def get(self, request: Request) -> Response:
+        access.require_operator(request.user, "see the cluster's activity")
+        found = activity.active_by_model(timezone.now())
+        return Response(
+            {
+                "models": [
+                    {
+                        "flavour": flavour,
+                        "allocated": str(a.allocated),
+                        "active": round(a.active, 3),
+                        "idle": str(a.idle),
+                        "unknown": str(a.unknown),
+                    }
+                    for flavour, a in sorted(found.items())
+                ]
+            }
+        )

@@ -135,7 +135,8 @@ class ActivitySample(models.Model):
     A figure that could not be read is NULL, never 0: missing telemetry must not look idle. ``seconds`` is
     the span the row stands for and ``gpu_seconds`` the part of it with a GPU figure, so activity-weighted
     GPU-hours are ``sum(gpu_active * gpu_seconds) / 3600`` times the workspace's GPU-equivalents, for raw
-    rows and hourly ones alike (``scheduling/loops/telemetry_retention.py``)."""
+    rows and hourly ones alike (``scheduling/loops/telemetry_retention.py``). ``idle_gpu_seconds`` is the part
+    of ``gpu_seconds`` whose activity was below the idle test (``IDLE_ACTIVITY``): GPU time held idle."""
 
     class Source(models.TextChoices):
         PROMETHEUS = "prometheus"
@@ -146,6 +147,7 @@ class ActivitySample(models.Model):
     at = models.DateTimeField()  # when the collection ran
     seconds = models.PositiveIntegerField()
     gpu_seconds = models.PositiveIntegerField(default=0)
+    idle_gpu_seconds = models.PositiveIntegerField(default=0)
     hourly = models.BooleanField(default=False)  # one row for the hour from ``at``, compacted from raw ones
     source = models.CharField(max_length=10, choices=Source.choices)
     gpu_active = models.FloatField(null=True)  # mean GR engine activity of its devices, 0-1

@@ -16,6 +16,8 @@ from django.conf import settings
 from django.core.cache import cache
 
 from portal.queue import enqueue_coalesced
+from scheduling.activity import Activity, Point, latest, series
+from scheduling.activity_charts import sparkline as activity_sparkline
 from scheduling.demand import offering_demand, spec_for
 from scheduling.inventory import Capacity
 from scheduling.kube import names
@@ -30,8 +32,11 @@ from scheduling.quota.rules import IdleRules, TeamRules, idle_rules, member_use,
 from workspaces.models import GpuOffering, Workspace
 
 __all__ = [
+    "Activity",
     "IdleRules",
+    "Point",
     "TeamRules",
+    "activity_sparkline",
     "cluster_events",
     "env_name_problem",
     "free_units",
@@ -45,6 +50,8 @@ __all__ = [
     "request_cycle",
     "team_rules",
     "tear_down",
+    "workspace_activity",
+    "workspace_series",
 ]
 
 log = logging.getLogger(__name__)
@@ -133,6 +140,16 @@ def cluster_events(workspace: Workspace) -> list[dict[str, Any]]:
         }
         for e in events
     ]
+
+
+def workspace_activity(workspaces: Iterable[Workspace], now: Any) -> dict[int, Activity]:
+    """Running workspaces' latest telemetry and idle state, by id (``scheduling/activity.py``)."""
+    return latest(workspaces, now)
+
+
+def workspace_series(workspace: Workspace, now: Any, hours: int = 6) -> list[Point]:
+    """The workspace's recent GPU activity and memory, oldest first."""
+    return series(workspace, now, hours)
 
 
 def member_quota_left(team_ids: Iterable[int], member_id: int) -> dict[tuple[int, str], Decimal]:

@@ -11,7 +11,16 @@ from django.utils import timezone
 from portal.queue import enqueue_coalesced, mark_started
 from scheduling.kube.calls import TransientKubeError
 from scheduling.kube.client import kube
-from scheduling.loops import cycle, idle, provisioning, reconcile, tasknames, telemetry, telemetry_retention
+from scheduling.loops import (
+    cycle,
+    idle,
+    provisioning,
+    reconcile,
+    runtime_warning,
+    tasknames,
+    telemetry,
+    telemetry_retention,
+)
 from scheduling.loops.locks import single_flight
 
 # Transient cluster errors (timeouts, 5xx, 429) retry with exponential backoff; anything else is a bug
@@ -64,3 +73,9 @@ def collect_telemetry() -> int:
 def compact_telemetry() -> dict[str, int]:
     now = timezone.now()
     return {"compacted": telemetry_retention.compact(now), "expired": telemetry_retention.expire(now)}
+
+
+@shared_task(name=tasknames.WARN_RUNTIME)
+def warn_runtime() -> int:
+    with single_flight("runtime-warning") as acquired:
+        return runtime_warning.warn_near_deadline(timezone.now()) if acquired else 0

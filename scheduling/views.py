@@ -20,7 +20,7 @@ from django.utils.dateparse import parse_datetime
 from portal import access
 from portal.http import AuthenticatedRequest
 from portal.models import Team
-from scheduling import charts
+from scheduling import activity, charts
 from scheduling.kube.calls import KubeError
 from scheduling.kube.client import KubeNotConfigured, kube
 from scheduling.kube.keys import DEVICE_PREFIX
@@ -109,6 +109,9 @@ def team_quota_page(request: AuthenticatedRequest, team_id: int) -> HttpResponse
                     max_runtime_hours=int(request.POST.get("max_runtime_hours") or 0),
                     allowed_offerings=request.POST.getlist("allowed_offerings"),
                 )
+            elif request.POST.get("form") == "idle":
+                values = {f: int(request.POST[f]) for f in quota_actions.IDLE_FIELDS if request.POST.get(f, "").strip()}
+                quota_actions.do_set_idle_policy(request.user, team, **values)
             elif request.POST.get("form") == "member-cap":
                 raw = request.POST.get("cap", "").strip()
                 quota_actions.do_set_member_cap(
@@ -141,6 +144,8 @@ def team_quota_page(request: AuthenticatedRequest, team_id: int) -> HttpResponse
         "offerings": GpuOffering.objects.filter(enabled=True),
         "member_caps": MemberCap.objects.filter(team=team).select_related("user"),
         "members": team.memberships.select_related("user"),
+        "idle_fields": quota_actions.idle_fields(team),
+        "offenders": activity.idle_offenders(team.pk, timezone.now()) if can_manage else [],
         "errors": errors,
     }
     return render(request, "scheduling/team_quota.html", context, status=400 if errors else 200)
@@ -195,6 +200,7 @@ def cluster_page(request: AuthenticatedRequest) -> HttpResponse:
     context = {
         "nodes": _node_rows(nodes),
         "flavours": flavours,
+        "activity": sorted(activity.active_by_model(timezone.now()).items()),
         "caps": DepartmentCap.objects.select_related("department"),
         "error": error,
     }

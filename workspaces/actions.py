@@ -7,7 +7,6 @@ the scheduling tasks (by name, after commit). None of them talks to Kubernetes.
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -160,6 +159,7 @@ def do_resume(user: Any, workspace: Workspace) -> Workspace:
         keep_alives_used=0,
         idle_warned_at=None,
         flagged_stuck_at=None,
+        runtime_warned_at=None,
     )
     _audit_for_others(user, workspace, "resume", before)
     services.request_cycle()
@@ -204,9 +204,10 @@ def do_extend(user: Any, workspace: Workspace, hours: int) -> Workspace:
         raise ValidationError(
             {"hours": f"Workspaces of this team may run at most {longest} hours; {allowed} more are allowed."}
         )
-    Workspace.objects.filter(pk=workspace.pk).update(max_runtime_seconds=new_total)
+    # A later deadline: the runtime warning is owed again before it.
+    Workspace.objects.filter(pk=workspace.pk).update(max_runtime_seconds=new_total, runtime_warned_at=None)
     before = workspace.state
-    workspace.max_runtime_seconds = new_total
+    workspace.max_runtime_seconds, workspace.runtime_warned_at = new_total, None
     note(workspace, f"Extended by {hours} h by {user.get_username()}; runtime is now {new_total // 3600} h.")
     _audit_for_others(user, workspace, "extend", before, max_runtime_hours=new_total // 3600)
     return workspace
@@ -230,7 +231,7 @@ def do_keep_alive(user: Any, workspace: Workspace) -> Workspace:
             f"{workspace.team.name}'s policy allows {allowed} keep-alive{'s' if allowed != 1 else ''} per run and "
             "this one has had them: save your work; stopping and resuming it later starts a new run."
         )
-    until = timezone.now() + timedelta(hours=rules.keep_alive_hours)
+    until = timezone.now() + rules.keep_alive
     used = workspace.keep_alives_used + 1
     Workspace.objects.filter(pk=workspace.pk).update(kept_alive_until=until, keep_alives_used=used)
     workspace.kept_alive_until, workspace.keep_alives_used = until, used

@@ -354,6 +354,9 @@ class Workspace(models.Model):
     # training job was flagged as possibly stuck.
     idle_warned_at = models.DateTimeField(null=True, blank=True)
     flagged_stuck_at = models.DateTimeField(null=True, blank=True)
+    # When the owner was told the runtime limit is near (scheduling/loops/runtime_warning.py): once per run;
+    # cleared by a resume or an extension, and older than ``started_at`` after a restart.
+    runtime_warned_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
@@ -403,3 +406,8 @@ class WorkspaceEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%H:%M:%S} {self.from_state}->{self.to_state}: {self.reason}"
+
+
+# Notification models live in their own package; imported here so Django registers them with this app.
+from workspaces.notifications.models import Notification as Notification  # noqa: E402
+from workspaces.notifications.models import NotificationPreference as NotificationPreference  # noqa: E402

@@ -75,6 +75,7 @@ class WorkspaceSerializer(serializers.ModelSerializer[Workspace]):
     )
     offering_name = serializers.CharField(source="offering.display_name", read_only=True)
     deadline = serializers.SerializerMethodField()
+    activity = serializers.SerializerMethodField(help_text="A running workspace's telemetry and idle state.")
 
     class Meta:
         model = Workspace
@@ -104,8 +105,14 @@ class WorkspaceSerializer(serializers.ModelSerializer[Workspace]):
             "started_at",
             "finished_at",
             "deadline",
+            "activity",
         )
         read_only_fields: tuple[str, ...] = fields
+
+    def get_activity(self, workspace: Workspace) -> dict[str, Any] | None:
+        """From the view's context: it reads every row's activity in a few queries, not one per row."""
+        found = self.context.get("activity", {}).get(workspace.pk)
+        return found.as_dict() if found is not None else None
 
     def get_deadline(self, workspace: Workspace) -> str | None:
         if workspace.is_final:

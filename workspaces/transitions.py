@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from workspaces.models import Workspace, WorkspaceEvent
+from workspaces.notifications.dispatch import notify_after_commit
 
 State = Workspace.State
 
@@ -49,7 +50,7 @@ def transition(
     changed = Workspace.objects.filter(pk=workspace.pk, state__in=from_states).update(**updates)
     if changed != 1:
         return False
-    WorkspaceEvent.objects.create(
+    event = WorkspaceEvent.objects.create(
         workspace=workspace,
         from_state=workspace.state,
         to_state=to_state,
@@ -57,6 +58,7 @@ def transition(
         source=source,
         details=details or {},
     )
+    notify_after_commit(event)  # only notifiable events; delivery runs in a task after commit
     for name, value in updates.items():
         setattr(workspace, name, value)
     return True
@@ -64,7 +66,7 @@ def transition(
 
 def note(workspace: Workspace, reason: str, *, source: str = "portal", details: dict[str, Any] | None = None) -> None:
     """Record something notable that is not a state change (a new scheduler message, an extension)."""
-    WorkspaceEvent.objects.create(
+    event = WorkspaceEvent.objects.create(
         workspace=workspace,
         from_state=workspace.state,
         to_state=workspace.state,
@@ -72,6 +74,7 @@ def note(workspace: Workspace, reason: str, *, source: str = "portal", details: 
         source=source,
         details=details or {},
     )
+    notify_after_commit(event)
 
 
 def _gist(reason: str) -> str:

@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from portal.http import AuthenticatedRequest
@@ -29,9 +30,15 @@ def workspace_list(request: AuthenticatedRequest) -> HttpResponse:
     viewer may take. ``?rows=1`` answers just the table's rows: the page's script redraws them with it."""
     user = request.user
     led = access.teams_led_by(user)
-    visible = access.workspaces_visible_to(user).exclude(state=Workspace.State.DELETED)[:LIST_LIMIT]
+    visible = list(access.workspaces_visible_to(user).exclude(state=Workspace.State.DELETED)[:LIST_LIMIT])
+    activity = services.workspace_activity(visible, timezone.now())
     rows = [
-        {"workspace": ws, "actions": access.allowed_actions(user, ws, led=led), "ends_at": _ends_at(ws)}
+        {
+            "workspace": ws,
+            "actions": access.allowed_actions(user, ws, led=led),
+            "ends_at": _ends_at(ws),
+            "activity": activity.get(ws.pk),
+        }
         for ws in visible
     ]
     context = {"rows": rows, "can_request": access.can_request_workspace(user)}
@@ -110,21 +117,50 @@ def workspace_detail(request: AuthenticatedRequest, workspace_id: int) -> HttpRe
         "confirm_delete": "delete" in verbs and request.GET.get("confirm") == "delete",
         "ends_at": _ends_at(workspace),
     }
+    context |= _activity_context(workspace, is_owner=context["is_owner"])
     if context["is_owner"] and workspace.kind == Workspace.Kind.NOTEBOOK and workspace.state == Workspace.State.RUNNING:
         context["notebook_url"] = services.notebook_url(workspace, jupyter_token(workspace))
     return render(request, "workspaces/detail.html", context)
+
+
+def _activity_context(workspace: Workspace, *, is_owner: bool) -> dict[str, Any]:
+    """The running workspace's telemetry, idle banner and sparkline; keep-alive only for its owner."""
+    now = timezone.now()
+    activity = services.workspace_activity([workspace], now).get(workspace.pk)
+    if activity is None:
+        return {"activity": None}
+    threshold = services.idle_rules(workspace.team_id).policy.threshold
+    points = services.workspace_series(workspace, now)
+    memory = ""
+    if activity.fb_used_mib is not None:
+        total = f" of {activity.fb_total_mib / 1024:.1f}" if activity.fb_total_mib else ""
+        memory = f"{activity.fb_used_mib / 1024:.1f}{total} GiB"
+    return {
+        "activity": activity,
+        "gpu_percent": None if activity.gpu_active is None else f"{100 * activity.gpu_active:.0f} %",
+        "gpu_memory": memory,
+        "sparkline": services.activity_sparkline(points, activity.fb_total_mib, threshold) if points else None,
+        "can_keep_alive": is_owner and workspace.kind == Workspace.Kind.NOTEBOOK and activity.keep_alives_left > 0,
+    }
 
 
 @require_POST
 @login_required
 def workspace_action(request: AuthenticatedRequest, workspace_id: int, verb: str) -> HttpResponse:
     workspace = access.access_workspace_for_change(request.user, workspace_id)
-    verbs = {"stop": actions.do_stop, "resume": actions.do_resume, "delete": actions.do_delete}
+    verbs = {
+        "stop": actions.do_stop,
+        "resume": actions.do_resume,
+        "delete": actions.do_delete,
+        "keep-alive": actions.do_keep_alive,
+    }
     try:
         if verb == "extend":
             actions.do_extend(request.user, workspace, int(request.POST.get("hours") or 0))
         elif verb in verbs:
-            verbs[verb](request.user, workspace)
+            changed = verbs[verb](request.user, workspace)
+            if verb == "keep-alive":
+                messages.success(request, f"Kept alive until {changed.kept_alive_until:%H:%M} UTC.")
         else:
             messages.error(request, f"Unknown action {verb!r}.")
     except (ValidationError, ValueError) as exc:

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db import models
 from django.db.models import ProtectedError, QuerySet
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -128,11 +129,17 @@ class WorkspaceViewSet(
         ]
     )
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().list(request, *args, **kwargs)
+        queryset = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(queryset)
+        rows = list(page if page is not None else queryset)
+        context = self.get_serializer_context() | {"activity": services.workspace_activity(rows, timezone.now())}
+        data = WorkspaceSerializer(rows, many=True, context=context).data
+        return self.get_paginated_response(data) if page is not None else Response(data)
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         workspace = self.get_object()
-        data = dict(WorkspaceDetailSerializer(workspace).data)
+        context = {"activity": services.workspace_activity([workspace], timezone.now())}
+        data = dict(WorkspaceDetailSerializer(workspace, context=context).data)
         owner_notebook = workspace.owner_id == request.user.pk and workspace.kind == Workspace.Kind.NOTEBOOK
         if owner_notebook and workspace.state == Workspace.State.RUNNING:
             # Only the owner ever sees the Jupyter token.
@@ -183,6 +190,25 @@ class WorkspaceViewSet(
     def logs(self, request: Request, pk: str) -> Response:
         workspace = self.get_object()
         return Response({"lines": services.recent_logs(workspace).splitlines()[-200:]})
+
+    @extend_schema(parameters=[OpenApiParameter("hours", int, description="1-24, default 6.")], responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def activity(self, request: Request, pk: str) -> Response:
+        """The workspace's GPU activity (0-1) and memory used (MiB) per collection, oldest first; null where
+        no figure was read."""
+        workspace = self.get_object()
+        raw = request.query_params.get("hours", "6")
+        if not raw.isdigit() or not 1 <= int(raw) <= 24:
+            raise serializers.ValidationError({"hours": "A whole number of hours from 1 to 24."})
+        points = services.workspace_series(workspace, timezone.now(), int(raw))
+        return Response(
+            {
+                "hours": int(raw),
+                "points": [
+                    {"at": p.at.isoformat(), "gpu_active": p.gpu_active, "fb_used_mib": p.fb_used_mib} for p in points
+                ],
+            }
+        )
 
     @extend_schema(responses={200: dict})
     @action(detail=True, methods=["get"], url_path="cluster-events")

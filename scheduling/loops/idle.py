@@ -21,7 +21,7 @@ from django.db import transaction
 from scheduling.loops.provisioning import request_teardown
 from scheduling.models import ActivitySample
 from scheduling.quota.rules import IdleRules, idle_rules
-from scheduling.telemetry.idle_rule import Action, Judgement, Sample, decide
+from scheduling.telemetry.idle_rule import Action, Judgement, Sample, decide, span
 from workspaces.models import Workspace
 from workspaces.transitions import State, note, transition
 
@@ -51,8 +51,10 @@ def apply_idle_rules(now: datetime) -> dict[str, int]:
     done: dict[str, int] = defaultdict(int)
     for workspace in running:
         policy = rules[workspace.team_id].policy
+        # Only this run's samples: a resumed notebook is not judged on the idle hour that got it reclaimed.
+        run = [s for s in samples.get(workspace.pk, []) if workspace.started_at is None or s.at >= workspace.started_at]
         action, judgement = decide(
-            samples.get(workspace.pk, []),
+            run,
             now=now,
             policy=policy,
             has_gpu=workspace.gpu_equivalents > 0,
@@ -106,11 +108,10 @@ def _apply(workspace: Workspace, action: Action, judgement: Judgement, now: date
             details={"event": "possibly_stuck"},
         )
         return True
-    minutes = int(grace.total_seconds() // 60)
     reclaimed = transition(
         workspace,
         State.RECLAIMED,
-        f"Reclaimed: idle past its {minutes} min grace period. {judgement.why} Home volume kept; resume it "
+        f"Reclaimed: idle past its {span(grace)} grace period. {judgement.why} Home volume kept; resume it "
         "when you need it.",
         source="idle",
         idle_warned_at=None,

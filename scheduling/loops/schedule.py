@@ -4,7 +4,8 @@
   ``SCHEDULING_INTERVAL_SECONDS`` (also after every request and release), the reconcile pass every
   ``RECONCILE_INTERVAL_SECONDS`` (5 s each by default), telemetry collection every
   ``TELEMETRY_INTERVAL_SECONDS`` (30 s; ``loops/telemetry.py``), and every hour the compaction of old
-  samples into hourly rows and their expiry (``loops/telemetry_retention.py``). Each entry expires if not
+  samples into hourly rows and their expiry (``loops/telemetry_retention.py``), and every minute the warning
+  of workspaces near their runtime limit (``loops/runtime_warning.py``). Each entry expires if not
   started within two periods (telemetry within one), so a busy worker skips stale runs instead of queueing
   them in front of provisioning.
 - Inside those: every cycle stops borrowers whose preemption notice ran out and ages the fair-share usage;
@@ -45,6 +46,12 @@ def beat_schedule(
             "task": tasknames.RECONCILE,
             "schedule": reconcile_interval,
             "options": {"expires": 2 * reconcile_interval},
+        },
+        # Warnings are given minutes ahead (NOTIFY_RUNTIME_WARNING_MINUTES): once a minute is on time.
+        "runtime-warning": {
+            "task": tasknames.WARN_RUNTIME,
+            "schedule": 60.0,
+            "options": {"expires": 60.0},
         },
     }
 

@@ -26,7 +26,7 @@ from scheduling.models import ActivitySample
 from scheduling.telemetry.dcgm import PodActivity, PodKey, pod_activity
 from scheduling.telemetry.jupyter import KERNELS_PATH, KERNELS_QUERY, STATUS_PATH, NotebookActivity, NotJupyter
 from scheduling.telemetry.jupyter import notebook_activity as read_activity
-from scheduling.telemetry.samples import workspace_figures
+from scheduling.telemetry.samples import IDLE_ACTIVITY, workspace_figures
 from scheduling.telemetry.sources import GpuTelemetry, TelemetryUnavailable, configured_source
 from workspaces.models import Workspace
 from workspaces.tokens import jupyter_token
@@ -105,9 +105,16 @@ def collect(kube: Kube, now: datetime, source: GpuTelemetry | None = None) -> Co
     for w in workspaces:
         figures = workspace_figures(pods.get(w.pk, []), gpu, notebooks.get(w.pk))
         gpu_seconds = seconds if figures.gpu_active is not None else 0
+        idle = gpu_seconds if figures.gpu_active is not None and figures.gpu_active < IDLE_ACTIVITY else 0
         rows.append(
             ActivitySample(
-                workspace_id=w.pk, at=now, seconds=seconds, gpu_seconds=gpu_seconds, source=kind, **vars(figures)
+                workspace_id=w.pk,
+                at=now,
+                seconds=seconds,
+                gpu_seconds=gpu_seconds,
+                idle_gpu_seconds=idle,
+                source=kind,
+                **vars(figures),
             )
         )
     ActivitySample.objects.bulk_create(rows, batch_size=1000)

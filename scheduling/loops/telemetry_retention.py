@@ -2,9 +2,10 @@
 sparkline), then one row per workspace and hour, kept ``TELEMETRY_RETENTION_DAYS`` (90 d: the team page's
 7- and 30-day figures, the usage ledger's weighting).
 
-An hourly row keeps what the ledger and the pages need: ``seconds`` and ``gpu_seconds`` summed, GPU activity
-as the mean weighted by ``gpu_seconds`` (so hours with no figure do not dilute it), the highest memory and
-kernel figures, the latest activity. Both steps are set-based: one aggregate query, one delete, one insert.
+An hourly row keeps what the ledger and the pages need: ``seconds``, ``gpu_seconds`` and ``idle_gpu_seconds``
+summed, GPU activity as the mean weighted by ``gpu_seconds`` (so hours with no figure do not dilute it), the
+highest memory and kernel figures, the latest activity. Both steps are set-based: one aggregate query, one
+delete, one insert.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def compact(now: datetime) -> int:
             .annotate(
                 seconds_sum=Sum("seconds"),
                 gpu_seconds_sum=Sum("gpu_seconds"),
+                idle_sum=Sum("idle_gpu_seconds"),
                 weighted=Sum(F("gpu_active") * Cast("gpu_seconds", FloatField())),
                 source_max=Max("source"),
                 observed=Max("gpu_observed_at"),
@@ -55,6 +57,7 @@ def compact(now: datetime) -> int:
                     hourly=True,
                     seconds=b["seconds_sum"],
                     gpu_seconds=b["gpu_seconds_sum"],
+                    idle_gpu_seconds=b["idle_sum"],
                     source=b["source_max"],
                     gpu_active=b["weighted"] / b["gpu_seconds_sum"] if b["gpu_seconds_sum"] else None,
                     gpu_observed_at=b["observed"],

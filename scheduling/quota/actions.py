@@ -172,6 +172,23 @@ def _idle_bounds() -> dict[str, tuple[int, int, str]]:
     }
 
 
+def idle_fields(team: Team) -> list[dict[str, Any]]:
+    """The team's idle rules for the lead's form: per field its value and the operators' bounds."""
+    policy = TeamPolicy.objects.filter(team=team).first() or TeamPolicy()
+    labels = {
+        "idle_threshold_percent": "GPU activity below (%) counts as idle",
+        "idle_window_minutes": "Idle window (minutes)",
+        "idle_grace_minutes": "Grace after the warning (minutes)",
+        "keep_alive_hours": "One keep-alive lasts (hours)",
+        "keep_alives_per_run": "Keep-alives per start or resume",
+        "stuck_window_minutes": "Flag a training job idle for (minutes)",
+    }
+    return [
+        {"name": field, "label": labels[field], "value": getattr(policy, field), "min": low, "max": high}
+        for field, (low, high, _) in _idle_bounds().items()
+    ]
+
+
 @transaction.atomic
 def do_set_idle_policy(actor: Any, team: Team, **values: int) -> TeamPolicy:
     """The lead's idle rules for the team, each within the operators' bounds; audited."""

@@ -128,22 +128,23 @@ def team_rules(team_id: int) -> TeamRules:
 @dataclass(frozen=True)
 class IdleRules:
     policy: IdlePolicy
-    keep_alive_hours: int
+    keep_alive: timedelta  # how long one keep-alive lasts
     keep_alives_per_run: int
 
 
 def idle_rules(team_id: int) -> IdleRules:
     """The team's idle rules (its lead's, or the defaults), as the idle rule reads them."""
     policy = TeamPolicy.objects.filter(team_id=team_id).first() or TeamPolicy()
+    minute = timedelta(seconds=settings.IDLE_POLICY_MINUTE_SECONDS)  # 60 s but in the demo and tests
     return IdleRules(
         IdlePolicy(
             threshold=policy.idle_threshold_percent / 100,
-            window=timedelta(minutes=policy.idle_window_minutes),
-            grace=timedelta(minutes=policy.idle_grace_minutes),
-            stuck_window=timedelta(minutes=policy.stuck_window_minutes),
+            window=policy.idle_window_minutes * minute,
+            grace=policy.idle_grace_minutes * minute,
+            stuck_window=policy.stuck_window_minutes * minute,
             max_gap=timedelta(seconds=3 * settings.TELEMETRY_INTERVAL_SECONDS),
         ),
-        policy.keep_alive_hours,
+        policy.keep_alive_hours * 60 * minute,
         policy.keep_alives_per_run,
     )
 

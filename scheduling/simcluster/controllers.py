@@ -536,5 +536,9 @@ class Controllers:
                     holders.update(dict.fromkeys(use.devices, ref))
                 uses.extend(telemetry.device_uses(name, sim.rendered.devices, holders))
         return telemetry.render_metrics(
-            uses, at=self.cluster.clock.now(), seed=self.seed, driver_version=self.spec.driver_version
+            uses,
+            at=self.cluster.clock.now(),
+            seed=self.seed,
+            driver_version=self.spec.driver_version,
+            virtual_gpus=self.spec.dcgm_virtual_gpus,
         )

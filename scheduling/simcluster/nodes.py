@@ -14,6 +14,7 @@ Cluster file format (YAML; ``clusters/demo.yaml`` is the worked example)::
     driverVersion: 570.172.08     # nvidia.com/cuda.driver-version.* and DCGM_FI_DRIVER_VERSION
     cudaVersion: "12.8"           # nvidia.com/cuda.runtime-version.*
     kubeletVersion: v1.34.2
+    dcgmVirtualGpus: false        # dcgm-exporter --kubernetes-virtual-gpus: series for every pod on a shared GPU
     devicePlugin:                 # the device-plugin ConfigMap (facts doc 1.3/1.4)
       default: default            # config used when a node has no nvidia.com/device-plugin.config label
       configs:
@@ -156,6 +157,7 @@ class ClusterSpec:
     driver_version: str = "570.172.08"
     cuda_version: str = "12.8"
     kubelet_version: str = "v1.34.2"
+    dcgm_virtual_gpus: bool = False
 
     def node(self, name: str) -> NodeSpec:
         for n in self.nodes:
@@ -299,6 +301,7 @@ def parse_cluster(doc: Mapping[str, Any]) -> ClusterSpec:
         driver_version=str(doc.get("driverVersion", "570.172.08")),
         cuda_version=str(doc.get("cudaVersion", "12.8")),
         kubelet_version=str(doc.get("kubeletVersion", "v1.34.2")),
+        dcgm_virtual_gpus=doc.get("dcgmVirtualGpus", False) is True,
     )
     for n in nodes:
         if n.mig_config is not None and (err := mig_config_error(n, cluster, n.mig_config)):

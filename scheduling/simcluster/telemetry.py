@@ -263,9 +263,12 @@ class _Series:
         return f"{self.metric}{{{body}}} {_fmt(self.value)}"
 
 
-def _labels(use: DeviceUse, driver_version: str, hostname_label: str, *, with_pod: bool) -> tuple[tuple[str, str], ...]:
+def _labels(
+    use: DeviceUse, driver_version: str, hostname_label: str, *, with_pod: bool, pod: PodRef | None = None
+) -> tuple[tuple[str, str], ...]:
     # Label order as dcgm-exporter prints them (facts doc 6 example series).
     d = use.device
+    pod = pod or use.pod
     out = [
         ("gpu", str(d.index)),
         ("UUID", d.uuid),
@@ -276,8 +279,8 @@ def _labels(use: DeviceUse, driver_version: str, hostname_label: str, *, with_po
     if use.mig is not None:
         out += [("GPU_I_PROFILE", use.mig.profile), ("GPU_I_ID", str(use.mig.gi_id))]
     out += [(hostname_label, use.node_name), ("DCGM_FI_DRIVER_VERSION", driver_version)]
-    if with_pod and use.pod is not None:
-        out += [("container", use.pod.container), ("namespace", use.pod.namespace), ("pod", use.pod.name)]
+    if with_pod and pod is not None:
+        out += [("container", pod.container), ("namespace", pod.namespace), ("pod", pod.name)]
     return tuple(out)
 
 
@@ -298,12 +301,17 @@ def render_metrics(
     seed: int,
     driver_version: str,
     hostname_label: Literal["Hostname", "hostname"] = "Hostname",
+    virtual_gpus: bool = False,
 ) -> str:
     """The ``/metrics`` page of one or more dcgm-exporter pods (facts doc 6), Prometheus text format.
 
     Whole GPUs: temperature, power, GPU_UTIL, FB_*, GR_ENGINE_ACTIVE. On MIG GPUs the parent carries only
     temperature and power, and each instance FB_* and GR_ENGINE_ACTIVE with GPU_I_PROFILE/GPU_I_ID;
     GPU_UTIL is never reported for MIG (facts doc 6, "MIG behaviour").
+
+    A time-shared GPU's series carry one pod's labels. With ``virtual_gpus`` (dcgm-exporter's
+    ``--kubernetes-virtual-gpus``) every pod sharing it gets series, its GPU_UTIL and FB_USED its own
+    process's figures; GR_ENGINE_ACTIVE and FB_FREE stay the device's.
     """
     series: dict[str, list[_Series]] = {m: [] for m in _FAMILIES}
     parents: dict[tuple[str, int], tuple[DeviceUse, float]] = {}
@@ -322,16 +330,24 @@ def render_metrics(
                 continue
             share = model.profile(use.mig.profile).compute_slices / gpus.COMPUTE_SLICES
             parents[key] = (prev[0], prev[1] + gr * share)
-        labels = _labels(use, driver_version, hostname_label, with_pod=True)
         total = model.memory_mib if use.mig is None else use.mig.memory_mib
         reserved = round(total * 0.0066) if use.mig is None else 0
         used = round(fb * total)
-        series["DCGM_FI_DEV_FB_FREE"].append(_Series("DCGM_FI_DEV_FB_FREE", labels, total - reserved - used))
-        series["DCGM_FI_DEV_FB_USED"].append(_Series("DCGM_FI_DEV_FB_USED", labels, used))
-        series["DCGM_FI_DEV_FB_RESERVED"].append(_Series("DCGM_FI_DEV_FB_RESERVED", labels, reserved))
-        series["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].append(_Series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", labels, gr))
-        if use.mig is None:
-            series["DCGM_FI_DEV_GPU_UTIL"].append(_Series("DCGM_FI_DEV_GPU_UTIL", labels, round(gr * 100)))
+        per_process = virtual_gpus and use.mig is None and len(use.pods) > 1
+        for pod in use.pods if per_process else (use.pod,):
+            labels = _labels(use, driver_version, hostname_label, with_pod=True, pod=pod)
+            own_gr, own_fb = gr, used
+            if per_process and pod is not None:
+                a = activity(pod.profile, seed=seed, pod_uid=pod.uid, started_at=pod.started_at, at=at,
+                             busy_seconds=pod.busy_seconds)  # fmt: skip
+                own_gr, own_fb = min(a.gr_engine_active, 1.0), round(min(a.fb_fraction, 0.97) * total)
+            series["DCGM_FI_DEV_FB_FREE"].append(_Series("DCGM_FI_DEV_FB_FREE", labels, total - reserved - used))
+            series["DCGM_FI_DEV_FB_USED"].append(_Series("DCGM_FI_DEV_FB_USED", labels, own_fb))
+            series["DCGM_FI_DEV_FB_RESERVED"].append(_Series("DCGM_FI_DEV_FB_RESERVED", labels, reserved))
+            series["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].append(_Series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", labels, gr))
+            if use.mig is None:
+                gpu_util = _Series("DCGM_FI_DEV_GPU_UTIL", labels, round(own_gr * 100))
+                series["DCGM_FI_DEV_GPU_UTIL"].append(gpu_util)
     bucket = int(at.timestamp() // SAMPLE_SECONDS)
     for (node, index), (use, load) in parents.items():
         load = min(load, 1.0)

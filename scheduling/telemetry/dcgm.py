@@ -10,6 +10,10 @@ pynvml node agent, which serves the same names and labels.
   ``pod_namespace``/``pod_name`` and ``uuid``. ``Hostname`` became ``hostname`` in 2026. All are read.
 - MIG: ``GPU_I_ID``/``GPU_I_PROFILE`` mark a GPU instance; ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` and the frame
   buffer are per instance, ``DCGM_FI_DEV_GPU_UTIL`` is not supported there and is ignored if present.
+- Time-slicing: a shared GPU's series carry one pod's labels, and its figures are the whole device's. With
+  ``--kubernetes-virtual-gpus`` every sharing pod has series and ``GPU_UTIL``/``FB_USED`` are its own
+  process's; there (a device that several pods report) a pod's activity is its ``GPU_UTIL``, never the
+  device's engine activity, which its neighbours' work would make look busy.
 """
 
 from __future__ import annotations
@@ -155,14 +159,19 @@ def pod_activity(readings: Iterable[DeviceReading]) -> dict[PodKey, PodActivity]
     """Per pod: mean GR engine activity over the devices that reported it (a whole GPU's GPU_UTIL stands in
     where an older GPU has no profiling metrics), frame buffer summed."""
     by_pod: dict[PodKey, list[DeviceReading]] = {}
+    holders: dict[tuple[str, str, str], set[PodKey]] = {}
     for reading in readings:
         by_pod.setdefault((reading.namespace, reading.pod), []).append(reading)
+        holders.setdefault(_device(reading), set()).add((reading.namespace, reading.pod))
     activity = {}
     for key, devices in by_pod.items():
-        active = [a for a in (_activity(d) for d in devices) if a is not None]
+        shared = [len(holders[_device(d)]) > 1 for d in devices]
+        active = [a for a in (_activity(d, s) for d, s in zip(devices, shared, strict=True)) if a is not None]
         used = [d.fb_used_mib for d in devices if d.fb_used_mib is not None]
-        total = [
-            d.fb_used_mib + d.fb_free_mib for d in devices if d.fb_used_mib is not None and d.fb_free_mib is not None
+        total = [  # a shared device's free memory is the device's: no own total there
+            d.fb_used_mib + d.fb_free_mib
+            for d, s in zip(devices, shared, strict=True)
+            if d.fb_used_mib is not None and d.fb_free_mib is not None and not s
         ]
         activity[key] = PodActivity(
             namespace=key[0],
@@ -176,7 +185,13 @@ def pod_activity(readings: Iterable[DeviceReading]) -> dict[PodKey, PodActivity]
     return activity
 
 
-def _activity(device: DeviceReading) -> float | None:
+def _device(reading: DeviceReading) -> tuple[str, str, str]:
+    return reading.hostname, reading.uuid or reading.gpu, reading.mig_instance
+
+
+def _activity(device: DeviceReading, shared: bool) -> float | None:
+    if shared:  # virtual GPUs: the pod's own process's utilisation, or nothing
+        return None if device.gpu_util_percent is None else device.gpu_util_percent / 100
     if device.gr_engine_active is not None:
         return device.gr_engine_active
     if device.gpu_util_percent is not None:

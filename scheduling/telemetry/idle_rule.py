@@ -63,6 +63,15 @@ class Judgement:
     last_activity: datetime | None = None
 
 
+def span(duration: timedelta) -> str:
+    """A policy duration as people read it: "90 min", "2 h", "30 s" (the demo's shortened rules)."""
+    seconds = round(duration.total_seconds())
+    if seconds < 120:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    return f"{minutes // 60} h" if minutes >= 120 and minutes % 60 == 0 else f"{minutes} min"
+
+
 def _covered(samples: Sequence[Sample], start: datetime, now: datetime, max_gap: timedelta) -> bool:
     if not samples or samples[0].at - start > max_gap or now - samples[-1].at > max_gap:
         return False
@@ -75,9 +84,9 @@ def judge(
     """Idle, active or unknown over ``window`` before ``now``. ``samples`` in time order; older ones ignored."""
     start = now - window
     recent = [s for s in samples if start <= s.at <= now]
-    minutes = int(window.total_seconds() // 60)
+    length = span(window)
     if not _covered(recent, start, now, policy.max_gap):
-        return Judgement(Verdict.UNKNOWN, f"Telemetry does not cover the last {minutes} min; nothing is judged.")
+        return Judgement(Verdict.UNKNOWN, f"Telemetry does not cover the last {length}; nothing is judged.")
     if has_gpu and any(
         s.gpu_active is None or s.gpu_observed_at is None or s.at - s.gpu_observed_at > policy.max_gap for s in recent
     ):
@@ -95,13 +104,13 @@ def judge(
     if notebook and last is not None and last > start:
         reasons.append(f"last user activity {last:%H:%M} UTC")
     if reasons:
-        why = f"Active in the last {minutes} min: " + "; ".join(reasons) + "."
+        why = f"Active in the last {length}: " + "; ".join(reasons) + "."
         return Judgement(Verdict.ACTIVE, why, peak, busy, last)
     gpu = (
         f"GPU activity at most {peak:.0%} (threshold {policy.threshold:.0%}), " if has_gpu and peak is not None else ""
     )
     kernels = "no kernel busy, no user activity " if notebook else ""
-    return Judgement(Verdict.IDLE, f"Idle: {gpu}{kernels}for {minutes} min.", peak, busy, last)
+    return Judgement(Verdict.IDLE, f"Idle: {gpu}{kernels}for {length}.", peak, busy, last)
 
 
 def decide(

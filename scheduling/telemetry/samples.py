@@ -14,6 +14,8 @@ from datetime import datetime
 from scheduling.telemetry.dcgm import PodActivity, PodKey
 from scheduling.telemetry.jupyter import NotebookActivity
 
+IDLE_ACTIVITY = 0.05  # below this the GPU counts as idle (facts doc 6's idle test), whatever a team's rule says
+
 
 @dataclass(frozen=True)
 class Figures:

@@ -6,6 +6,25 @@
   if (!section) return;
   const api = section.dataset.api;
   const shownState = document.getElementById("state").textContent.trim();
+  const activityCard = document.getElementById("activity");
+  const shownWarning = activityCard ? activityCard.dataset.warned : "";
+
+  // The idle banner's countdown to reclaim.
+  const countdown = document.getElementById("idle-countdown");
+  function tick() {
+    const left = Math.max(0, Math.round((Date.parse(countdown.dataset.countdown) - Date.now()) / 1000));
+    const minutes = Math.floor(left / 60);
+    countdown.textContent = left ? minutes + " min " + (left % 60) + " s left" : "due now";
+  }
+  if (countdown) { tick(); setInterval(tick, 1000); }
+
+  // The activity sparkline (figure built by scheduling/activity_charts.py).
+  const figure = document.getElementById("activity-figure");
+  const chart = document.getElementById("activity-chart");
+  if (figure && chart && window.Plotly) {
+    const f = JSON.parse(figure.textContent);
+    window.Plotly.newPlot(chart, f.data, f.layout, { displaylogo: false, responsive: true, staticPlot: false });
+  }
 
   async function json(url) {
     const response = await fetch(url, { headers: { "Accept": "application/json" }, credentials: "same-origin" });
@@ -14,7 +33,8 @@
 
   async function refresh() {
     const workspace = await json(api);
-    if (workspace && workspace.state !== shownState) {
+    const warned = workspace && workspace.activity && workspace.activity.idle_warned_at ? "warned" : "";
+    if (workspace && (workspace.state !== shownState || (activityCard && warned !== (shownWarning ? "warned" : "")))) {
       window.location.reload();
       return;
     }

@@ -44,7 +44,9 @@ def test_a_member_sees_per_team_only_what_the_policy_allows(page: Page, live_ser
     install_offerings()
     vision = Team.objects.get(slug="vision")
     carol = User.objects.get(username="carol")  # in Vision (restricted by its lead) and Platform ML (not)
-    policy = TeamPolicy.objects.create(team=vision, default_runtime_hours=2, max_runtime_hours=4)
+    policy, _ = TeamPolicy.objects.update_or_create(  # the demo seeds Vision's idle rules
+        team=vision, defaults={"default_runtime_hours": 2, "max_runtime_hours": 4}
+    )
     policy.allowed_offerings.set(GpuOffering.objects.filter(slug__in=VISION_ALLOWS))
     MemberCap.objects.create(team=vision, user=carol, flavour="A100-SXM4-80GB", cap=Decimal("0.5"))
 

@@ -81,3 +81,32 @@ def test_prometheus_gives_the_same_workspace_figures(
     telemetry.collect(kube(), timezone.now(), source=source)
     sample = sample_of(running["nb"])
     assert sample.source == "prometheus" and sample.gpu_active is not None
+
+
+def test_time_sliced_notebooks_get_their_own_activity(org: Org, stack: SimCluster) -> None:
+    """Eight notebooks on the time-sliced L40S node (4 GPUs, 4 replicas each; the device plugin spreads them,
+    so each GPU holds one busy and one quiet notebook): each gets its own workload's activity, not its GPU's
+    (the simulated exporter runs with --kubernetes-virtual-gpus)."""
+    offerings = install_offerings()
+    install_images()
+    set_quota(org.alpha, offerings["l40s-shared-4"].flavour, 8)
+    api = api_client_for(org.member)
+    profiles = {f"bg-{i}": "gpu-background" for i in range(4)} | {f"quiet-{i}": "none" for i in range(4)}
+    made = {}
+    for name, profile in profiles.items():
+        payload = {"kind": "notebook", "name": name, "team": "alpha", "offering": "l40s-shared-4", "gpu_count": 1,
+                   "image": "scipy", "env": {"GPUPORTAL_SIM_PROFILE": profile}}  # fmt: skip
+        response = api.post("/api/v1/workspaces/", payload, format="json")
+        assert response.status_code == 202, response.json()
+        made[name] = int(response.json()["id"])
+    wait_for(
+        lambda: Workspace.objects.filter(pk__in=made.values(), state="running").count() == 8, timeout=30, what="running"
+    )
+    telemetry.collect(kube(), timezone.now(), source=DirectScrape([f"{stack.plain_url}/metrics"]))
+    for name, pk in made.items():
+        sample = ActivitySample.objects.filter(workspace_id=pk).latest("at")
+        assert sample.gpu_active is not None, name
+        if profiles[name] == "gpu-background":
+            assert sample.gpu_active > 0.5, name
+        else:
+            assert sample.gpu_active < 0.05, name

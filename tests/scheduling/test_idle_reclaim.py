@@ -89,6 +89,17 @@ def test_a_keep_alive_lifts_the_warning_and_postpones_reclaim(notebook: Workspac
     assert state_of(notebook).state == "running"
 
 
+def test_a_resumed_notebook_is_judged_on_its_new_run_only(notebook: Workspace) -> None:
+    collect(notebook, T0 - timedelta(minutes=61), T0)  # the idle hour of its previous run
+    resumed_at = T0 + timedelta(minutes=1)
+    Workspace.objects.filter(pk=notebook.pk).update(started_at=resumed_at)
+    collect(notebook, resumed_at, resumed_at + timedelta(minutes=5))
+    assert apply_idle_rules(resumed_at + timedelta(minutes=5)) == {}  # 5 min of the new run: not yet judged
+    assert state_of(notebook).idle_warned_at is None
+    collect(notebook, resumed_at + timedelta(minutes=5, seconds=30), resumed_at + timedelta(minutes=61))
+    assert apply_idle_rules(resumed_at + timedelta(minutes=61)) == {"warn": 1}  # a full idle window of its own
+
+
 def test_missing_telemetry_reclaims_nothing(notebook: Workspace) -> None:
     collect(notebook, T0 - timedelta(minutes=61), T0)
     apply_idle_rules(T0)

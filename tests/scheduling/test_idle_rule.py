@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduling.telemetry.idle_rule import Action, IdlePolicy, Judgement, Sample, Verdict, decide, judge
+from scheduling.telemetry.idle_rule import Action, IdlePolicy, Judgement, Sample, Verdict, decide, judge, span
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 POLICY = IdlePolicy()  # 5 %, 60 min window, 15 min grace, 120 min for jobs, 90 s gaps
@@ -112,3 +112,12 @@ def test_the_threshold_and_window_are_the_policys() -> None:
         series(minutes=31, gpu=0.3), now=NOW, window=strict.window, policy=strict, has_gpu=True, notebook=True
     )
     assert judgement.verdict == Verdict.IDLE and judgement.peak_gpu_active == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize(
+    ("duration", "words"),
+    [(timedelta(seconds=30), "30 s"), (timedelta(minutes=15), "15 min"), (timedelta(minutes=90), "90 min"),
+     (timedelta(hours=2), "2 h"), (timedelta(seconds=4), "4 s")],
+)  # fmt: skip
+def test_span_reads_as_people_write_durations(duration: timedelta, words: str) -> None:
+    assert span(duration) == words

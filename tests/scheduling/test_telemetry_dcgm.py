@@ -147,3 +147,30 @@ def test_the_fast_parser_reads_what_prometheus_clients_parser_reads(demo: nodes.
     ]
     assert parse_exposition(text) == expected
     assert any(labels.get("pod") == 'we"ird\\name' for _, labels, _ in expected)
+
+
+VIRTUAL_GPUS = """\
+DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-s",modelName="NVIDIA L40S",Hostname="n",namespace="a",pod="idle"} 0.7
+DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-s",modelName="NVIDIA L40S",Hostname="n",namespace="a",pod="idle"} 1
+DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-s",modelName="NVIDIA L40S",Hostname="n",namespace="a",pod="idle"} 900
+DCGM_FI_DEV_FB_FREE{gpu="0",UUID="GPU-s",modelName="NVIDIA L40S",Hostname="n",namespace="a",pod="idle"} 30000
+DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-s",modelName="NVIDIA L40S",Hostname="n",namespace="b",pod="busy"} 0.7
+DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-s",modelName="NVIDIA L40S",Hostname="n",namespace="b",pod="busy"} 69
+DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-s",modelName="NVIDIA L40S",Hostname="n",namespace="b",pod="busy"} 14000
+DCGM_FI_DEV_FB_FREE{gpu="0",UUID="GPU-s",modelName="NVIDIA L40S",Hostname="n",namespace="b",pod="busy"} 30000
+"""
+
+
+def test_pods_sharing_a_gpu_get_their_own_process_figures_not_the_devices() -> None:
+    """--kubernetes-virtual-gpus: both pods report the device; each one's activity is its own GPU_UTIL."""
+    activity = pod_activity(device_readings(parse_exposition(VIRTUAL_GPUS), T0))
+    idle, busy = activity["a", "idle"], activity["b", "busy"]
+    assert idle.gr_engine_active == pytest.approx(0.01) and busy.gr_engine_active == pytest.approx(0.69)
+    assert (idle.fb_used_mib, busy.fb_used_mib) == (900, 14000)
+    assert idle.fb_total_mib is None  # the free figure is the device's: no own total
+
+
+def test_a_shared_gpu_without_per_process_figures_gives_no_activity() -> None:
+    text = "\n".join(line for line in VIRTUAL_GPUS.splitlines() if "GPU_UTIL" not in line)
+    activity = pod_activity(device_readings(parse_exposition(text), T0))
+    assert activity["a", "idle"].gr_engine_active is None  # the device's 0.7 is not its own

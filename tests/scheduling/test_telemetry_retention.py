@@ -26,6 +26,7 @@ def workspace(org: Org) -> Workspace:
 def sample(workspace: Workspace, at: datetime, active: float | None, **figures: object) -> ActivitySample:
     return ActivitySample.objects.create(
         workspace=workspace, at=at, seconds=30, gpu_seconds=30 if active is not None else 0,
+        idle_gpu_seconds=30 if active is not None and active < 0.05 else 0,
         source="prometheus" if active is not None else "none", gpu_active=active, **figures,
     )  # fmt: skip
 
@@ -35,7 +36,7 @@ def gpu_hours(workspace: Workspace) -> float:
 
 
 def test_an_old_hour_becomes_one_row_that_weighs_the_same(workspace: Workspace) -> None:
-    for i, active in enumerate([0.9, 0.3, None, 0.6]):  # one pass without telemetry
+    for i, active in enumerate([0.9, 0.01, None, 0.89]):  # one pass without telemetry
         at = OLD_HOUR + timedelta(minutes=10 * i)
         sample(workspace, at, active, fb_used_mib=1000.0 * (i + 1), kernels=1, busy_kernels=i % 2, last_activity=at)
     recent = sample(workspace, NOW - timedelta(hours=2), 0.5)
@@ -44,6 +45,7 @@ def test_an_old_hour_becomes_one_row_that_weighs_the_same(workspace: Workspace) 
     (hourly,) = ActivitySample.objects.filter(workspace=workspace, hourly=True)
     assert (hourly.at, hourly.seconds, hourly.gpu_seconds) == (OLD_HOUR, 120, 90)
     assert hourly.gpu_active == pytest.approx(0.6)  # the pass without a figure does not dilute it
+    assert hourly.idle_gpu_seconds == 30  # the one pass below the idle test
     assert (hourly.fb_used_mib, hourly.kernels, hourly.busy_kernels) == (4000.0, 1, 1)
     assert hourly.last_activity == OLD_HOUR + timedelta(minutes=30)
     assert hourly.source == "prometheus"

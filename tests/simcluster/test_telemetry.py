@@ -132,6 +132,24 @@ def test_time_sliced_gpu_labels_one_pod_and_adds_load(demo):
     assert r.devices[0].replicas == 4
 
 
+def test_virtual_gpus_give_every_sharing_pod_its_own_process_figures(demo):
+    r = rendered(demo, "gpu-l40s-0")
+    busy, idle = pod("busy", "steady-training"), pod("idle", "none")
+    uses = telemetry.device_uses("gpu-l40s-0", r.devices, {DeviceRef(0, None, 0): busy, DeviceRef(0, None, 1): idle})
+    at = T0 + timedelta(minutes=5)
+    m = scrape(telemetry.render_metrics(uses, at=at, seed=demo.seed, driver_version=DRIVER, virtual_gpus=True))
+    util = {s.labels["pod"]: s.value for s in m["DCGM_FI_DEV_GPU_UTIL"] if s.labels["gpu"] == "0"}
+    assert util["idle"] == 0 and util["busy"] > 85  # each pod's own process
+    engine = {s.labels["pod"]: s.value for s in m["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] if s.labels["gpu"] == "0"}
+    assert engine["idle"] == engine["busy"] > 0.85  # the device's, for both
+    used = {s.labels["pod"]: s.value for s in m["DCGM_FI_DEV_FB_USED"] if s.labels["gpu"] == "0"}
+    assert used["idle"] == 0 and used["busy"] > 0.8 * 46068
+
+
+def test_the_demo_cluster_runs_its_exporter_with_virtual_gpus(demo):
+    assert demo.dcgm_virtual_gpus is True
+
+
 def test_output_is_deterministic_and_changes_over_time(demo):
     holders = {DeviceRef(0): pod("nb", "bursty-notebook")}
     at = T0 + timedelta(minutes=3)

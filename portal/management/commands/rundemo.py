@@ -8,7 +8,9 @@ reconcile loop re-creates what the database says should run.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -45,6 +47,31 @@ class Child:
     name: str
     argv: list[str]
     process: subprocess.Popen[bytes] | None = field(default=None)
+    log: Path | None = None  # its output goes here instead of the terminal
+
+
+def _prometheus(plain_port: int) -> tuple[Child | None, dict[str, str]]:
+    """Debian's Prometheus scraping the simulated dcgm-exporter page, when it is installed and no telemetry
+    source was chosen; else the demo reads that page directly (``TELEMETRY_SOURCE=scrape``)."""
+    binary = shutil.which("prometheus")
+    if "TELEMETRY_SOURCE" in os.environ or binary is None:
+        source = os.environ.get("TELEMETRY_SOURCE", "scrape")
+        urls = os.environ.get("DCGM_SCRAPE_URLS", f"http://127.0.0.1:{plain_port}/metrics")
+        return None, {"TELEMETRY_SOURCE": source, "DCGM_SCRAPE_URLS": urls}
+    config = settings.VAR_DIR / "prometheus.yml"
+    scrape = {"job_name": "dcgm-exporter", "static_configs": [{"targets": [f"127.0.0.1:{plain_port}"]}]}
+    # JSON is YAML: no YAML writer needed.
+    config.write_text(json.dumps({"global": {"scrape_interval": "5s"}, "scrape_configs": [scrape]}))
+    address = f"127.0.0.1:{_free_port()}"
+    argv = [
+        binary,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={settings.VAR_DIR / 'prometheus'}",
+        "--storage.tsdb.retention.time=2d",
+        f"--web.listen-address={address}",
+    ]
+    child = Child("prometheus", argv, log=settings.VAR_DIR / "prometheus.log")
+    return child, {"TELEMETRY_SOURCE": "prometheus", "PROMETHEUS_URL": f"http://{address}"}
 
 
 class Command(BaseCommand):
@@ -72,10 +99,9 @@ class Command(BaseCommand):
             # Notebook links through the simulator's plain-HTTP door: its API server's certificate is
             # self-signed, which a browser would stop at.
             NOTEBOOK_PROXY_URL=f"http://127.0.0.1:{plain_port}",
-            # GPU telemetry straight from the simulated dcgm-exporter page (no Prometheus in the demo).
-            TELEMETRY_SOURCE=os.environ.get("TELEMETRY_SOURCE", "scrape"),
-            DCGM_SCRAPE_URLS=os.environ.get("DCGM_SCRAPE_URLS", f"http://127.0.0.1:{plain_port}/metrics"),
         )
+        prometheus, telemetry = _prometheus(plain_port)
+        env |= telemetry
         cluster_args = ["--nodes", str(options["cluster"])] if options["cluster"] else []
         cluster = Child(
             "simcluster",
@@ -92,9 +118,10 @@ class Command(BaseCommand):
                 *cluster_args,
             ],
         )
-        children = [cluster]
+        children = [cluster, *([prometheus] if prometheus else [])]
         try:
-            self._start(cluster, env)
+            for child in children:
+                self._start(child, env)
             self._wait_for(kubeconfig, cluster)
             settings.KUBECONFIG = str(kubeconfig)
             reset_client()
@@ -110,8 +137,10 @@ class Command(BaseCommand):
                 ),
                 Child("web", [python, "manage.py", "runserver", address, "--noreload"]),
             ]
-            for child in children[1:]:
+            for child in children[-2:]:
                 self._start(child, env)
+            source = f"Prometheus at {env['PROMETHEUS_URL']}" if prometheus else env["TELEMETRY_SOURCE"] or "off"
+            self.stdout.write(f"GPU telemetry: {source}.")
             self.stdout.write(self.style.SUCCESS(f"Portal demo on http://{address}/ (Ctrl-C stops it)"))
             self._watch(children)
         except KeyboardInterrupt:
@@ -120,7 +149,11 @@ class Command(BaseCommand):
             self._stop(children)
 
     def _start(self, child: Child, env: dict[str, str]) -> None:
-        child.process = subprocess.Popen(child.argv, env=env, cwd=settings.BASE_DIR)  # noqa: S603
+        if child.log is None:
+            child.process = subprocess.Popen(child.argv, env=env, cwd=settings.BASE_DIR)  # noqa: S603
+            return
+        with child.log.open("ab") as out:
+            child.process = subprocess.Popen(child.argv, env=env, cwd=settings.BASE_DIR, stdout=out, stderr=out)  # noqa: S603
 
     def _wait_for(self, kubeconfig: Path, cluster: Child) -> None:
         deadline = time.monotonic() + 30

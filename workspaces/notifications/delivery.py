@@ -1,0 +1,156 @@
+"""What the delivery task does for one event: a row per recipient, then email and webhook per their choices.
+
+Idempotent per (event, recipient, channel): the row is unique per event and recipient, and each channel is
+claimed with a compare-and-set (``pending``/``failed`` -> ``sending``) before anything is sent, so a
+redelivered or retried task never sends a channel that went out. A channel that fails is logged and marked
+``failed`` with the error, and tried again by the task's bounded retries (``NOTIFY_MAX_ATTEMPTS`` in all).
+Nothing here raises for an SMTP server or webhook that is down.
+"""
+
+from __future__ import annotations
+
+import logging
+import smtplib
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db.models import F
+from django.urls import reverse
+
+from portal.models import Membership, User
+from workspaces.models import WorkspaceEvent
+from workspaces.notifications.kinds import LEADS_TOO, classify
+from workspaces.notifications.messages import Message, compose, webhook_payload
+from workspaces.notifications.models import Delivery, Notification, NotificationPreference
+
+log = logging.getLogger(__name__)
+
+EMAIL, WEBHOOK = "email", "webhook"
+ERROR_LIMIT = 300  # Notification.email_error / webhook_error
+
+
+@dataclass
+class Outcome:
+    notifications: int = 0
+    sent: int = 0
+    failed: int = 0
+    retry: bool = False  # a channel failed and has attempts left
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"notifications": self.notifications, "sent": self.sent, "failed": self.failed, "retry": self.retry}
+
+
+def recipients(event: WorkspaceEvent, kind: str) -> list[User]:
+    """The owner; for a possibly stuck job the team's leads too. Only people who can still sign in."""
+    workspace = event.workspace
+    ids = {workspace.owner_id}
+    if kind in LEADS_TOO:
+        leads = Membership.objects.filter(team_id=workspace.team_id, role=Membership.Role.LEAD)
+        ids.update(leads.values_list("user_id", flat=True))
+    return list(User.objects.filter(pk__in=ids, is_active=True).order_by("pk"))
+
+
+def absolute(path: str) -> str:
+    return str(settings.PORTAL_BASE_URL).rstrip("/") + path
+
+
+def deliver(event_id: int) -> Outcome:
+    outcome = Outcome()
+    event = WorkspaceEvent.objects.select_related("workspace").filter(pk=event_id).first()
+    kind = classify(event) if event is not None else None
+    if event is None or kind is None:
+        return outcome  # the workspace was deleted meanwhile, or nothing to tell
+    link = absolute(reverse("workspace-detail", args=[event.workspace_id]))
+    message = compose(
+        kind,
+        workspace_name=event.workspace.name,
+        reason=event.reason,
+        link=link,
+        settings_link=absolute(reverse("notification-settings")),
+    )
+    for user in recipients(event, kind):
+        notification = _row(event, kind, message, user)
+        outcome.notifications += 1
+        if _claim(notification, EMAIL):
+            _finish(notification, EMAIL, _send_email(message, user.email), outcome)
+        if _claim(notification, WEBHOOK):
+            prefs = NotificationPreference.for_user(user)
+            _finish(notification, WEBHOOK, _post_webhook(prefs.webhook_url, webhook_payload(message, link)), outcome)
+    outcome.retry = _attempts_left(event_id)
+    return outcome
+
+
+def _row(event: WorkspaceEvent, kind: str, message: Message, user: User) -> Notification:
+    """The recipient's row for the event, made once: the channels wanted are fixed when it is made."""
+    prefs = NotificationPreference.for_user(user)
+    email = Delivery.PENDING if prefs.wants_email(kind) and user.email else Delivery.OFF
+    webhook = Delivery.PENDING if prefs.wants_webhook(kind) else Delivery.OFF
+    notification, _ = Notification.objects.get_or_create(
+        event=event,
+        recipient=user,
+        defaults={
+            "workspace_id": event.workspace_id,
+            "kind": kind,
+            "text": message.text,
+            "email_status": email,
+            "webhook_status": webhook,
+        },
+    )
+    return notification
+
+
+def _claim(notification: Notification, channel: str) -> bool:
+    """Take the channel for sending, if it is owed and has attempts left; False if it went or someone has it."""
+    status, attempts = f"{channel}_status", f"{channel}_attempts"
+    claimed = Notification.objects.filter(
+        pk=notification.pk,
+        **{f"{status}__in": (Delivery.PENDING, Delivery.FAILED), f"{attempts}__lt": settings.NOTIFY_MAX_ATTEMPTS},
+    ).update(**{status: Delivery.SENDING, attempts: F(attempts) + 1})
+    return claimed == 1
+
+
+def _finish(notification: Notification, channel: str, error: str, outcome: Outcome) -> None:
+    status = Delivery.FAILED if error else Delivery.SENT
+    Notification.objects.filter(pk=notification.pk).update(
+        **{f"{channel}_status": status, f"{channel}_error": error[:ERROR_LIMIT]}
+    )
+    if error:
+        outcome.failed += 1
+        log.warning("notification %s: %s delivery failed: %s", notification.pk, channel, error)
+    else:
+        outcome.sent += 1
+
+
+def _attempts_left(event_id: int) -> bool:
+    rows = Notification.objects.filter(event_id=event_id)
+    email = rows.filter(email_status=Delivery.FAILED, email_attempts__lt=settings.NOTIFY_MAX_ATTEMPTS)
+    webhook = rows.filter(webhook_status=Delivery.FAILED, webhook_attempts__lt=settings.NOTIFY_MAX_ATTEMPTS)
+    return email.exists() or webhook.exists()
+
+
+def _send_email(message: Message, address: str) -> str:
+    """Send; answer the error in words, or "" when the server took it."""
+    email = EmailMessage(message.subject, message.body, settings.DEFAULT_FROM_EMAIL, [address])
+    try:
+        email.send(fail_silently=False)
+    except (smtplib.SMTPException, OSError) as exc:  # refused, timed out, TLS, authentication, rejected
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def _post_webhook(url: str, payload: dict[str, str]) -> str:
+    if not url:
+        return "No webhook URL any more."
+    try:
+        # No redirects: the URL the person saved is the only one the worker posts to.
+        response = requests.post(
+            url, json=payload, timeout=settings.NOTIFY_WEBHOOK_TIMEOUT_SECONDS, allow_redirects=False
+        )
+    except requests.RequestException as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if not 200 <= response.status_code < 300:
+        return f"HTTP {response.status_code}: {response.text[:200]}"
+    return ""

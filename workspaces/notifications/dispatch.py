@@ -1,0 +1,39 @@
+"""The hot path's only contact with notifications: for a notifiable event, enqueue delivery after commit.
+
+``workspaces.transitions`` calls :func:`notify_after_commit` for every event it writes. The classifier is a
+few dictionary look-ups; only a notifiable event costs an ``on_commit`` callback, and all delivery work
+(rows, email, webhook) happens in the task, so the scheduling cycle and the loops never wait on SMTP or HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+
+from portal.celery import app
+from portal.queue import queue_for
+from workspaces.notifications.kinds import classify
+
+if TYPE_CHECKING:
+    from workspaces.models import WorkspaceEvent
+
+log = logging.getLogger(__name__)
+
+DELIVER_TASK = "workspaces.deliver_notifications"
+
+
+def notify_after_commit(event: WorkspaceEvent) -> None:
+    if classify(event) is None:
+        return
+    event_id = event.pk
+    # robust: a broker that cannot be reached is logged, never raised into the caller after its commit (the
+    # loops would stop on it); the event stays in the timeline either way.
+    transaction.on_commit(lambda: _send(event_id), robust=True)
+
+
+def _send(event_id: int) -> None:
+    # By name, in the default queue (not the control loops' queue): delivery may wait behind provisioning.
+    app.signature(DELIVER_TASK, args=(event_id,)).apply_async(queue=queue_for(DELIVER_TASK))
+    log.debug("notification delivery for event %s enqueued", event_id)

@@ -1,0 +1,67 @@
+"""The events people are notified about, and the pure classifier that recognises them in the timeline.
+
+Every state change and note is a ``WorkspaceEvent`` (``workspaces/transitions.py``); a notification is one of
+those events that matters to a person. Recognising them here, from the event alone, keeps the loops that
+write events unaware of notifications.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from django.db import models
+
+
+class Kind(models.TextChoices):
+    STARTED = "started", "Started"
+    IDLE_WARNING = "idle_warning", "Idle warning"
+    RECLAIMED = "reclaimed", "Reclaimed (idle)"
+    PREEMPTION_NOTICE = "preemption_notice", "Preemption notice"
+    PREEMPTED = "preempted", "Preempted"
+    RUNTIME_WARNING = "runtime_warning", "Near the runtime limit"
+    FAILED = "failed", "Failed"
+    POSSIBLY_STUCK = "possibly_stuck", "Possibly stuck"
+
+
+# Email is on by default for everything that asks the person to act or tells them work stopped; a start is
+# seen on the page anyway and would be the noisiest mail.
+DEFAULT_EMAIL_KINDS: tuple[str, ...] = tuple(k.value for k in Kind if k != Kind.STARTED)
+DEFAULT_WEBHOOK_KINDS: tuple[str, ...] = DEFAULT_EMAIL_KINDS
+
+# Kinds a team's leads hear about as well as the owner: a stuck job holds the team's GPUs.
+LEADS_TOO: frozenset[str] = frozenset({Kind.POSSIBLY_STUCK})
+
+# Notes carry what they are in details["event"] (scheduling/loops/idle.py, cycle.py, runtime_warning.py).
+_NOTE_KINDS = {
+    "idle_warning": Kind.IDLE_WARNING,
+    "preemption_notice": Kind.PREEMPTION_NOTICE,
+    "possibly_stuck": Kind.POSSIBLY_STUCK,
+    "runtime_warning": Kind.RUNTIME_WARNING,
+}
+_STATE_KINDS = {"reclaimed": Kind.RECLAIMED, "preempted": Kind.PREEMPTED, "failed": Kind.FAILED}
+
+
+class EventLike(Protocol):
+    """What the classifier reads of a ``WorkspaceEvent``."""
+
+    from_state: str
+    to_state: str
+    details: Any
+
+
+def classify(event: EventLike) -> Kind | None:
+    """The notification kind of ``event``, or None when nobody needs to hear about it."""
+    details = event.details if isinstance(event.details, dict) else {}
+    noted = details.get("event")
+    if isinstance(noted, str) and noted in _NOTE_KINDS:
+        return _NOTE_KINDS[noted]
+    if event.from_state == event.to_state:
+        return None  # any other note: a reason changed, an extension, a keep-alive
+    if event.to_state == "running":
+        return Kind.STARTED
+    return _STATE_KINDS.get(event.to_state)
+
+
+def valid_kinds(values: Any) -> bool:
+    """Whether ``values`` is a list of known kinds (what a preference stores)."""
+    return isinstance(values, list) and all(isinstance(v, str) and v in Kind.values for v in values)

@@ -1,0 +1,22 @@
+"""Celery tasks of the workspaces app: thin, they take ids and call the code that does the work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task, shared_task
+
+from workspaces.notifications import delivery
+from workspaces.notifications.dispatch import DELIVER_TASK
+
+# A failed email or webhook is tried again after 30 s, 60 s, ... (the attempts per channel are capped by
+# NOTIFY_MAX_ATTEMPTS on the row, so a redelivered task cannot exceed them either).
+RETRY_BASE_SECONDS = 30
+
+
+@shared_task(name=DELIVER_TASK, bind=True, max_retries=None)
+def deliver_notifications(self: Task[Any, Any], event_id: int) -> dict[str, Any]:
+    outcome = delivery.deliver(event_id)
+    if outcome.retry:
+        raise self.retry(countdown=RETRY_BASE_SECONDS * 2**self.request.retries)
+    return outcome.as_dict()
