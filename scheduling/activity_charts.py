@@ -12,12 +12,13 @@ from scheduling.activity import Point
 def sparkline(points: Sequence[Point], fb_total_mib: float | None, threshold: float) -> dict[str, Any]:
     """GPU activity (%, left) and memory used (GiB, right) per sample; the idle threshold as a dotted line."""
     times = [p.at.isoformat() for p in points]
+    mode = "lines" if len(points) > 30 else "lines+markers"  # a run's first samples are points, not a line
     activity = [None if p.gpu_active is None else round(100 * p.gpu_active, 1) for p in points]
     memory = [None if p.fb_used_mib is None else round(p.fb_used_mib / 1024, 2) for p in points]
     data: list[dict[str, Any]] = [
-        {"type": "scatter", "mode": "lines", "name": "GPU activity %", "x": times, "y": activity,
+        {"type": "scatter", "mode": mode, "name": "GPU activity %", "x": times, "y": activity,
          "line": {"width": 2, "color": "#2563eb"}, "connectgaps": False},
-        {"type": "scatter", "mode": "lines", "name": "memory GiB", "x": times, "y": memory, "yaxis": "y2",
+        {"type": "scatter", "mode": mode, "name": "memory GiB", "x": times, "y": memory, "yaxis": "y2",
          "line": {"width": 1, "color": "#9333ea", "dash": "dot"}, "connectgaps": False},
     ]  # fmt: skip
     memory_top = (fb_total_mib / 1024) if fb_total_mib else None

@@ -7,6 +7,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -145,6 +146,7 @@ def team_quota_page(request: AuthenticatedRequest, team_id: int) -> HttpResponse
         "member_caps": MemberCap.objects.filter(team=team).select_related("user"),
         "members": team.memberships.select_related("user"),
         "idle_fields": quota_actions.idle_fields(team),
+        "idle_minute_seconds": settings.IDLE_POLICY_MINUTE_SECONDS,
         "offenders": activity.idle_offenders(team.pk, timezone.now()) if can_manage else [],
         "errors": errors,
     }

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 
@@ -80,10 +80,11 @@ def _apply(workspace: Workspace, action: Action, judgement: Judgement, now: date
         if not _mark(workspace, idle_warned_at=now):
             return False
         at = now + grace
+        clock = "%H:%M" if grace >= timedelta(minutes=10) else "%H:%M:%S"  # a short grace needs its seconds
         keep = f" or kept alive ({rules.keep_alives_per_run} per run)" if rules.keep_alives_per_run else ""
         note(
             workspace,
-            f"Idle warning. {judgement.why} It will be reclaimed at {at:%H:%M} UTC unless it is used{keep}; "
+            f"Idle warning. {judgement.why} It will be reclaimed at {at:{clock}} UTC unless it is used{keep}; "
             "its home volume is kept and it can be resumed.",
             source="idle",
             details={
