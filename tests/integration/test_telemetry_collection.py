@@ -5,6 +5,7 @@ their notebook's kernels (through the API server's service proxy, with the noteb
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -45,19 +46,21 @@ def running(org: Org, stack: SimCluster) -> dict[str, Workspace]:
     return {name: Workspace.objects.get(pk=pk) for name, pk in made.items()}
 
 
-def sample_of(workspace: Workspace) -> ActivitySample:
-    return ActivitySample.objects.filter(workspace=workspace).latest("at")
+def sample_of(workspace: Workspace, at: datetime) -> ActivitySample:
+    """The row this test's pass wrote (the session worker's own passes write rows too, without a source)."""
+    return ActivitySample.objects.get(workspace=workspace, at=at)
 
 
 def test_a_pass_records_gpu_and_notebook_activity(stack: SimCluster, running: dict[str, Workspace]) -> None:
-    result = telemetry.collect(kube(), timezone.now(), source=DirectScrape([f"{stack.plain_url}/metrics"]))
+    now = timezone.now()
+    result = telemetry.collect(kube(), now, source=DirectScrape([f"{stack.plain_url}/metrics"]))
     assert result.samples >= 2 and result.gpu_source == "scrape"
-    gpu_nb = sample_of(running["nb"])
+    gpu_nb = sample_of(running["nb"], now)
     assert gpu_nb.source == "scrape" and gpu_nb.seconds == 30
     assert gpu_nb.gpu_active is not None and 0 <= gpu_nb.gpu_active <= 1
     assert gpu_nb.fb_total_mib and gpu_nb.fb_total_mib < 11_000  # its own 1g.10gb MIG instance
     assert gpu_nb.kernels is not None and gpu_nb.last_activity is not None  # Jupyter answered its token
-    cpu_nb = sample_of(running["cpu-nb"])
+    cpu_nb = sample_of(running["cpu-nb"], now)
     assert cpu_nb.gpu_active is None and cpu_nb.fb_used_mib is None  # no GPU: no GPU figure, not 0
     assert cpu_nb.kernels is not None
 
@@ -65,9 +68,10 @@ def test_a_pass_records_gpu_and_notebook_activity(stack: SimCluster, running: di
 def test_an_unreadable_source_leaves_gpu_figures_empty_not_zero(
     stack: SimCluster, running: dict[str, Workspace]
 ) -> None:
-    result = telemetry.collect(kube(), timezone.now(), source=DirectScrape(["http://127.0.0.1:9/metrics"], timeout=1))
+    now = timezone.now()
+    result = telemetry.collect(kube(), now, source=DirectScrape(["http://127.0.0.1:9/metrics"], timeout=1))
     assert result.gpu_source == "none"
-    sample = sample_of(running["nb"])
+    sample = sample_of(running["nb"], now)
     assert sample.source == "none" and sample.gpu_active is None and sample.gpu_observed_at is None
     assert sample.kernels is not None  # the notebook was still read
 
@@ -78,8 +82,9 @@ def test_prometheus_gives_the_same_workspace_figures(
     server = prometheus(stack.plain_url.removeprefix("http://"))
     source = PrometheusQuery(server.url)
     wait_for(lambda: source.readings(), timeout=20, what="Prometheus to scrape the exporter")
-    telemetry.collect(kube(), timezone.now(), source=source)
-    sample = sample_of(running["nb"])
+    now = timezone.now()
+    telemetry.collect(kube(), now, source=source)
+    sample = sample_of(running["nb"], now)
     assert sample.source == "prometheus" and sample.gpu_active is not None
 
 
@@ -102,9 +107,10 @@ def test_time_sliced_notebooks_get_their_own_activity(org: Org, stack: SimCluste
     wait_for(
         lambda: Workspace.objects.filter(pk__in=made.values(), state="running").count() == 8, timeout=30, what="running"
     )
-    telemetry.collect(kube(), timezone.now(), source=DirectScrape([f"{stack.plain_url}/metrics"]))
+    now = timezone.now()
+    telemetry.collect(kube(), now, source=DirectScrape([f"{stack.plain_url}/metrics"]))
     for name, pk in made.items():
-        sample = ActivitySample.objects.filter(workspace_id=pk).latest("at")
+        sample = ActivitySample.objects.get(workspace_id=pk, at=now)
         assert sample.gpu_active is not None, name
         if profiles[name] == "gpu-background":
             assert sample.gpu_active > 0.5, name
