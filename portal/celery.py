@@ -7,6 +7,10 @@ under the ``CELERY_`` namespace, with the reasons beside them.
 import os
 
 from celery import Celery
+from kombu.transport import TRANSPORT_ALIASES  # type: ignore[attr-defined]
+
+# The demo's broker folder, with atomic writes (portal/broker.py says why).
+TRANSPORT_ALIASES["filesystem"] = "portal.broker:Transport"
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 

@@ -192,3 +192,13 @@ class AuditEvent(models.Model):
             before=before,
             after=after,
         )
+
+
+# Billing models live in their own package; imported here so Django registers them with this app.
+from portal.billing.models import Budget as Budget  # noqa: E402
+from portal.billing.models import BudgetAlert as BudgetAlert  # noqa: E402
+from portal.billing.models import CapacityInterval as CapacityInterval  # noqa: E402
+from portal.billing.models import ClosedMonth as ClosedMonth  # noqa: E402
+from portal.billing.models import LedgerCursor as LedgerCursor  # noqa: E402
+from portal.billing.models import RateCardEntry as RateCardEntry  # noqa: E402
+from portal.billing.models import UsageInterval as UsageInterval  # noqa: E402

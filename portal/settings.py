@@ -331,6 +331,17 @@ PROVISIONING_RETRY_SECONDS = env_float("PROVISIONING_RETRY_SECONDS", 30.0, minim
 # Seconds between reconcile passes that also sweep orphaned services, secrets and volumes (pods and jobs:
 # every pass).
 ORPHAN_SWEEP_SECONDS = env_float("ORPHAN_SWEEP_SECONDS", 60.0, minimum=1.0)
+# Billing (portal/billing/, docs/billing.md). One currency for every price; ISO 4217 code.
+BILLING_CURRENCY = env_str("BILLING_CURRENCY", "EUR")
+# Two ledger observations further apart than this are a gap: what happened in it is not billed unless the
+# same pod was seen running on both sides of it.
+BILLING_OBSERVATION_GAP_SECONDS = env_float(
+    "BILLING_OBSERVATION_GAP_SECONDS", 3 * RECONCILE_INTERVAL_SECONDS + 5.0, minimum=1.0
+)
+# How often the teams' budgets are checked against their thresholds (50, 80, 100 %) and leads told.
+BILLING_BUDGET_CHECK_SECONDS = env_float("BILLING_BUDGET_CHECK_SECONDS", 300.0, minimum=10.0)
+# How often a reconcile pass also lists nodes to record the fleet's GPUs (the capacity ledger).
+BILLING_CAPACITY_SECONDS = env_float("BILLING_CAPACITY_SECONDS", 60.0, minimum=1.0)
 # How long kube-scheduler may refuse a pod pinned by the placement engine before the portal unpins it.
 PLACEMENT_GRACE_SECONDS = env_float("PLACEMENT_GRACE_SECONDS", 10.0, minimum=0.0)
 # The control loops (scheduling cycle, reconcile) have a queue of their own next to the default one, so
@@ -346,6 +357,7 @@ CELERY_BEAT_SCHEDULE = beat_schedule(
     scheduling_interval=SCHEDULING_INTERVAL_SECONDS,
     reconcile_interval=RECONCILE_INTERVAL_SECONDS,
     telemetry_interval=TELEMETRY_INTERVAL_SECONDS,
+    budget_interval=BILLING_BUDGET_CHECK_SECONDS,
 )
 
 # Notifications (workspaces/notifications/, docs/notifications.md). Mail goes through Django's mail framework:

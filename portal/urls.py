@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import health, views
+from portal.billing import views as billing_views
 from scheduling import views as scheduling_views
 
 urlpatterns = [
@@ -17,8 +18,14 @@ urlpatterns = [
     path("notifications/", include("workspaces.notifications.urls")),
     path("queue/", scheduling_views.queue_page, name="queue"),
     path("teams/<int:team_id>/quota/", scheduling_views.team_quota_page, name="team-quota"),
-    path("chargeback/", views.chargeback_placeholder, name="chargeback"),
+    path("teams/<int:team_id>/costs/", billing_views.team_costs, name="team-costs"),
+    path("chargeback/", billing_views.chargeback_page, name="chargeback"),
+    path("chargeback/export/<str:fmt>/", billing_views.chargeback_export, name="chargeback-export"),
+    path("chargeback/close/", billing_views.close_month, name="chargeback-close"),
+    path("chargeback/rates/", billing_views.rates_page, name="chargeback-rates"),
+    path("chargeback/budgets/", billing_views.budgets_page, name="chargeback-budgets"),
     path("cluster/", scheduling_views.cluster_page, name="cluster"),
+    path("cluster/utilisation/", scheduling_views.utilisation_page, name="utilisation"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("api/v1/", include("portal.api.urls")),

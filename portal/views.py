@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
@@ -83,17 +81,3 @@ def team_members(request: AuthenticatedRequest, team_id: int) -> HttpResponse:
     except ValidationError as exc:
         messages.error(request, _messages_of(exc))
     return redirect("team-detail", team_id=team.pk)
-
-
-def _placeholder(title: str, text: str) -> Callable[[HttpRequest], HttpResponse]:
-    @login_required
-    def view(request: HttpRequest) -> HttpResponse:
-        return render(request, "portal/placeholder.html", {"title": title, "text": text})
-
-    return view
-
-
-# Pages that later work fills. They say what will be there, nothing more, so the menu has no dead links.
-chargeback_placeholder = _placeholder(
-    "Chargeback", "GPU cost per team and cost centre, per month, with CSV and PDF export, will be shown here."
-)

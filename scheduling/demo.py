@@ -1,5 +1,5 @@
-"""The demo catalogue: images, allowed registries and team quotas (offerings come from the cluster), and a
-week of history for a new demo."""
+"""The demo catalogue: images, allowed registries and team quotas (offerings come from the cluster), a
+week of history for a new demo, and the telemetry of its billing history's last week."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from decimal import Decimal
 
 from django.db import transaction
 
+from portal.billing.models import UsageInterval
 from portal.models import Team, User
-from scheduling.models import TeamPolicy, TeamQuota
+from scheduling.models import ActivitySample, TeamPolicy, TeamQuota
 from workspaces.models import AllowedRegistry, GpuOffering, Image, Workspace
 
 IMAGES = (
@@ -100,3 +101,32 @@ def seed_demo_history(now: datetime, days: int = 7) -> int:
             )
             made += 1
     return made
+
+
+def seed_activity_history(now: datetime, days: int = 7) -> int:
+    """Hourly telemetry rows for the demo's finished work of the last ``days`` days, from the ledger's
+    figures (portal/billing/demo.py), so that the utilisation page shows active GPUs beside allocated ones."""
+    if ActivitySample.objects.exists():
+        return 0
+    since = now - timedelta(days=days)
+    samples: dict[tuple[int, datetime], ActivitySample] = {}
+    rows = UsageInterval.objects.filter(last_seen_at__gt=since).values_list(
+        "workspace_id", "started_at", "last_seen_at", "gpu_equivalents", "measured_gpu_seconds",
+        "used_gpu_seconds", "idle_gpu_seconds",
+    )  # fmt: skip
+    for workspace_id, start, end, equivalents, measured, used, idle in rows:
+        if not measured or not equivalents:
+            continue
+        active, idle_share = used / measured, idle / measured
+        hour = max(start, since).replace(minute=0, second=0, microsecond=0)
+        while hour < end:
+            seconds = int((min(end, hour + timedelta(hours=1)) - max(start, hour)).total_seconds())
+            if seconds > 0 and (workspace_id, hour) not in samples:
+                samples[(workspace_id, hour)] = ActivitySample(
+                    workspace_id=workspace_id, at=hour, seconds=seconds, gpu_seconds=seconds,
+                    idle_gpu_seconds=int(seconds * idle_share), hourly=True, source=ActivitySample.Source.SCRAPE,
+                    gpu_active=active, gpu_observed_at=hour,
+                )  # fmt: skip
+            hour += timedelta(hours=1)
+    ActivitySample.objects.bulk_create(samples.values(), batch_size=1000)
+    return len(samples)

@@ -19,9 +19,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from portal import access
+from portal.billing import charts as billing_charts
 from portal.http import AuthenticatedRequest
 from portal.models import Team
-from scheduling import activity, charts
+from scheduling import activity, charts, utilisation
 from scheduling.kube.calls import KubeError
 from scheduling.kube.client import KubeNotConfigured, kube
 from scheduling.kube.keys import DEVICE_PREFIX
@@ -207,3 +208,31 @@ def cluster_page(request: AuthenticatedRequest) -> HttpResponse:
         "error": error,
     }
     return render(request, "scheduling/cluster.html", context)
+
+
+UTILISATION_WINDOWS = {1: timedelta(minutes=15), 7: timedelta(hours=1), 30: timedelta(hours=6)}
+
+
+@login_required
+def utilisation_page(request: AuthenticatedRequest) -> HttpResponse:
+    """Operators: GPUs allocated against GPUs active per model over time, and the queue's waits."""
+    access.require_operator(request.user, "see the utilisation page")
+    days, problem = _chart_days(request.GET.get("days"))
+    if problem:
+        messages.warning(request, problem)
+    step = UTILISATION_WINDOWS[days]
+    now = timezone.now()
+    end = now - timedelta(seconds=now.timestamp() % step.total_seconds())  # whole buckets only
+    start = end - timedelta(days=days)
+    found = utilisation.series(start, end, step)
+    figures = [
+        billing_charts.allocated_vs_active(found.times, found.allocated, found.active),
+        billing_charts.queue_wait_percentiles(utilisation.queue_waits(start, now)),
+    ]
+    context = {
+        "days": days,
+        "day_choices": CHART_DAYS,
+        "step_minutes": int(step.total_seconds() // 60),
+        "figures": [f for f in figures if billing_charts.has_data(f)],
+    }
+    return render(request, "scheduling/utilisation.html", context)

@@ -40,6 +40,18 @@ def _no_pending_cycle() -> None:
     mark_started("scheduling.run_cycle")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_ledger_cursor(request: pytest.FixtureRequest) -> None:
+    """Each database test starts with a ledger that has observed nothing yet. The session's Celery worker
+    runs reconcile passes against the test database between tests and commits the ledger's cursor at the
+    real time; a test then recording observations at earlier instants would find them stale."""
+    if "db" in request.fixturenames and "transactional_db" not in request.fixturenames:
+        from portal.billing.models import LedgerCursor
+
+        request.getfixturevalue("db")
+        LedgerCursor.objects.all().delete()
+
+
 @pytest.fixture
 def org(db: None) -> Org:
     department = factories.make_department(name="Research", slug="research", cost_centre="RES-1")

@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from portal.billing import budgets
 from portal.models import AuditEvent
 from scheduling import services
 from workspaces import access, policy
@@ -24,8 +25,8 @@ from workspaces.transitions import State, note, transition
 def _policy_problems(
     rules: services.TeamRules, user: Any, team: Any, offering: GpuOffering, kind: str, hours: int, gpu_equivalents: Any
 ) -> dict[str, str]:
-    """What the team's current rules refuse: its lead's policy (runtime, offerings), its quota and the
-    member's cap in it. Requests and resumes both answer to them."""
+    """What the team's current rules refuse: its lead's policy (runtime, offerings), its quota, the
+    member's cap in it and its budget. Requests and resumes both answer to them."""
     errors: dict[str, str] = {}
     if hours > rules.max_runtime_hours:
         errors["max_runtime_hours"] = f"{team.name} allows at most {rules.max_runtime_hours} hours."
@@ -35,6 +36,8 @@ def _policy_problems(
         why = services.never_fits(team, offering.flavour, kind, gpu_equivalents, member_id=user.pk)
         if why:
             errors["gpu_count"] = why
+        if spent := budgets.refusal(team, kind, timezone.now()):
+            errors["team"] = spent
     return errors
 
 

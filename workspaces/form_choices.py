@@ -11,8 +11,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, cast
 
+from django.conf import settings
+from django.utils import timezone
 from rest_framework import serializers
 
+from portal.billing import costs
 from portal.models import Membership, OrgRole, Team, User
 from scheduling import services
 from workspaces import policy
@@ -90,6 +93,7 @@ def form_context(user: Any, selected_team: str | None, selected_offering: str | 
     offered = {slug for t in teams for slug in t.offerings}  # what any of the member's teams allows
     shown = [o for o in offerings if o.slug in offered]
     free = services.free_units(shown)
+    prices = costs.unit_prices(shown, timezone.now())
     by_slug = {o.slug: o for o in shown}
     chosen = by_slug.get(selected_offering or "")
     if chosen is not None and current is not None and chosen.slug not in current.offerings:
@@ -102,6 +106,7 @@ def form_context(user: Any, selected_team: str | None, selected_offering: str | 
             "teams": " ".join(t.team.slug for t in teams if o.slug in t.offerings),
             "allowed": current is not None and o.slug in current.offerings,
             "quota_left": _text(current.quota_left.get(o.slug)) if current else None,
+            "price": prices.get(o.slug),
         }
         for o in shown
     ]
@@ -129,4 +134,5 @@ def form_context(user: Any, selected_team: str | None, selected_offering: str | 
         "name_max_length": NAME_MAX_LENGTH,
         "form_data": data,
         "operators": who_adds_members(),
+        "currency": settings.BILLING_CURRENCY,
     }

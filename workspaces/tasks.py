@@ -6,6 +6,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
+from portal.tasks import DELIVER_BUDGET_ALERT
 from workspaces.notifications import delivery
 from workspaces.notifications.dispatch import DELIVER_TASK
 
@@ -16,7 +17,16 @@ RETRY_BASE_SECONDS = 30
 
 @shared_task(name=DELIVER_TASK, bind=True, max_retries=None)
 def deliver_notifications(self: Task[Any, Any], event_id: int) -> dict[str, Any]:
-    outcome = delivery.deliver(event_id)
+    return _done_or_retry(self, delivery.deliver(event_id))
+
+
+@shared_task(name=DELIVER_BUDGET_ALERT, bind=True, max_retries=None)
+def deliver_budget_alert(self: Task[Any, Any], alert_id: int) -> dict[str, Any]:
+    """Enqueued by ``billing.check_budgets`` (portal/tasks.py) for each alert it records."""
+    return _done_or_retry(self, delivery.deliver_budget_alert(alert_id))
+
+
+def _done_or_retry(task: Task[Any, Any], outcome: delivery.Outcome) -> dict[str, Any]:
     if outcome.retry:
-        raise self.retry(countdown=RETRY_BASE_SECONDS * 2**self.request.retries)
+        raise task.retry(countdown=RETRY_BASE_SECONDS * 2**task.request.retries)
     return outcome.as_dict()

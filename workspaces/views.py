@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -12,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from portal.billing import costs
 from portal.http import AuthenticatedRequest
 from portal.models import Membership
 from scheduling import services
@@ -31,17 +33,25 @@ def workspace_list(request: AuthenticatedRequest) -> HttpResponse:
     user = request.user
     led = access.teams_led_by(user)
     visible = list(access.workspaces_visible_to(user).exclude(state=Workspace.State.DELETED)[:LIST_LIMIT])
-    activity = services.workspace_activity(visible, timezone.now())
+    now = timezone.now()
+    activity = services.workspace_activity(visible, now)
+    cost = costs.workspace_costs(ws.pk for ws in visible)
     rows = [
         {
             "workspace": ws,
             "actions": access.allowed_actions(user, ws, led=led),
             "ends_at": _ends_at(ws),
             "activity": activity.get(ws.pk),
+            "cost": cost.get(ws.pk),
         }
         for ws in visible
     ]
-    context = {"rows": rows, "can_request": access.can_request_workspace(user)}
+    context = {
+        "rows": rows,
+        "can_request": access.can_request_workspace(user),
+        "month_total": costs.month_total(user.pk, now),
+        "currency": settings.BILLING_CURRENCY,
+    }
     template = "workspaces/_rows.html" if request.GET.get("rows") else "workspaces/list.html"
     return render(request, template, context)
 
@@ -116,6 +126,9 @@ def workspace_detail(request: AuthenticatedRequest, workspace_id: int) -> HttpRe
         # Delete asks first: its button links here with ?confirm=delete, which shows the real form.
         "confirm_delete": "delete" in verbs and request.GET.get("confirm") == "delete",
         "ends_at": _ends_at(workspace),
+        "cost_so_far": costs.workspace_costs([workspace.pk]).get(workspace.pk),
+        "hourly_rate": costs.hourly_rate(workspace.pk),
+        "currency": settings.BILLING_CURRENCY,
     }
     context |= _activity_context(workspace, is_owner=context["is_owner"])
     if context["is_owner"] and workspace.kind == Workspace.Kind.NOTEBOOK and workspace.state == Workspace.State.RUNNING:

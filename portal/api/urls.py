@@ -4,6 +4,7 @@ from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
 from portal.api.viewsets import MeView, TeamViewSet
+from portal.billing import api as billing_api
 from scheduling import api as scheduling_api
 from workspaces.notifications.api import NotificationViewSet
 from workspaces.viewsets import ImageViewSet, OfferingViewSet, WorkspaceViewSet
@@ -31,5 +32,12 @@ urlpatterns = [
     path("cluster/activity/", scheduling_api.ClusterActivityView.as_view(), name="cluster-activity"),
     path("teams/<int:team_id>/member-caps/", scheduling_api.MemberCapsView.as_view(), name="team-member-caps"),
     path("departments/<int:department_id>/caps/", scheduling_api.DepartmentCapsView.as_view(), name="department-caps"),
+    path("chargeback/", billing_api.ChargebackView.as_view(), name="chargeback"),
+    path("chargeback/close/", billing_api.CloseMonthView.as_view(), name="chargeback-close"),
+    path("prices/", billing_api.PricesView.as_view(), name="prices"),
+    path("prices/<int:entry_id>/", billing_api.PriceView.as_view(), name="price"),
+    path("budgets/", billing_api.BudgetsView.as_view(), name="budgets"),
+    path("teams/<int:team_id>/budget/", billing_api.TeamBudgetView.as_view(), name="team-budget"),
+    path("teams/<int:team_id>/costs/", billing_api.TeamCostsView.as_view(), name="team-costs"),
     path("", include(router.urls)),
 ]

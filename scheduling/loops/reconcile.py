@@ -21,7 +21,7 @@ from django.utils import timezone
 from portal.queue import enqueue, enqueue_coalesced
 from scheduling.kube.calls import Kube
 from scheduling.kube.keys import MANAGED_BY, MANAGER, WORKSPACE_ID
-from scheduling.loops import tasknames
+from scheduling.loops import metering, tasknames
 from scheduling.loops.observe import Observation, observe_job, observe_pod
 from scheduling.loops.provisioning import request_teardown, teardown
 from scheduling.loops.schedule import orphan_sweep_due, release_orphan_sweep
@@ -220,6 +220,7 @@ def _reconcile(kube: Kube, *, sweep: bool) -> dict[str, int]:
     torn_down = finish_lost_teardowns(kube, now)
     live = list(Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES).select_related("team", "offering"))
     view = read_cluster(kube, sweep=sweep)
+    metering.record(kube, view.pods, timezone.now())
     checked = 0
     for workspace in live:
         _apply(kube, workspace, _observe(workspace, view), view)

@@ -5,12 +5,15 @@
   ``RECONCILE_INTERVAL_SECONDS`` (5 s each by default), telemetry collection every
   ``TELEMETRY_INTERVAL_SECONDS`` (30 s; ``loops/telemetry.py``), and every hour the compaction of old
   samples into hourly rows and their expiry (``loops/telemetry_retention.py``), and every minute the warning
-  of workspaces near their runtime limit (``loops/runtime_warning.py``). Each entry expires if not
-  started within two periods (telemetry within one), so a busy worker skips stale runs instead of queueing
-  them in front of provisioning.
+  of workspaces near their runtime limit (``loops/runtime_warning.py``), and every
+  ``BILLING_BUDGET_CHECK_SECONDS`` (300 s) the teams' budget thresholds (``portal/tasks.py``). Each entry
+  expires if not started within two periods (telemetry within one), so a busy worker skips stale runs
+  instead of queueing them in front of provisioning.
 - Inside those: every cycle stops borrowers whose preemption notice ran out and ages the fair-share usage;
   every reconcile pass checks pods and jobs, and one pass every ``ORPHAN_SWEEP_SECONDS`` (60 s) also sweeps
-  orphaned services, secrets and volumes (:func:`orphan_sweep_due`).
+  orphaned services, secrets and volumes (:func:`orphan_sweep_due`); every pass records the pods it saw
+  running in the usage ledger, and one every ``BILLING_CAPACITY_SECONDS`` (60 s) the fleet
+  (``loops/metering.py``).
 """
 
 from __future__ import annotations
@@ -24,9 +27,15 @@ from scheduling.loops import tasknames
 
 
 def beat_schedule(
-    *, scheduling_interval: float, reconcile_interval: float, telemetry_interval: float
+    *, scheduling_interval: float, reconcile_interval: float, telemetry_interval: float, budget_interval: float = 300.0
 ) -> dict[str, dict[str, Any]]:
     return {
+        # Budget thresholds (portal/tasks.py): spend moves by the minute, a warning within minutes is on time.
+        "budget-check": {
+            "task": "billing.check_budgets",
+            "schedule": budget_interval,
+            "options": {"expires": budget_interval},
+        },
         "telemetry": {
             "task": tasknames.COLLECT_TELEMETRY,
             "schedule": telemetry_interval,
@@ -66,3 +75,9 @@ def release_orphan_sweep() -> None:
     """Give the sweep back after a pass that failed (e.g. during an API outage), so the next pass sweeps
     instead of waiting out the period."""
     cache.delete("reconcile:sweep")
+
+
+def capacity_record_due() -> bool:
+    """True once every ``BILLING_CAPACITY_SECONDS`` across processes: the reconcile pass then also lists nodes
+    for the capacity ledger (the fleet changes seldom; pods are recorded every pass)."""
+    return bool(cache.add("reconcile:capacity", True, timeout=settings.BILLING_CAPACITY_SECONDS))

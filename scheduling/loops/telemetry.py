@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 
+from portal.billing import ledger
 from scheduling.demand import spec_for
 from scheduling.kube import names
 from scheduling.kube.calls import Kube, KubeError
@@ -102,10 +103,12 @@ def collect(kube: Kube, now: datetime, source: GpuTelemetry | None = None) -> Co
     notebooks = _notebooks(kube, workspaces)
     seconds = round(settings.TELEMETRY_INTERVAL_SECONDS)
     rows = []
+    seen: dict[int, ledger.Seen] = {}
     for w in workspaces:
         figures = workspace_figures(pods.get(w.pk, []), gpu, notebooks.get(w.pk))
         gpu_seconds = seconds if figures.gpu_active is not None else 0
         idle = gpu_seconds if figures.gpu_active is not None and figures.gpu_active < IDLE_ACTIVITY else 0
+        seen[w.pk] = ledger.Seen(gpu_seconds, gpu_seconds * (figures.gpu_active or 0.0), idle)
         rows.append(
             ActivitySample(
                 workspace_id=w.pk,
@@ -117,5 +120,7 @@ def collect(kube: Kube, now: datetime, source: GpuTelemetry | None = None) -> Co
                 **vars(figures),
             )
         )
-    ActivitySample.objects.bulk_create(rows, batch_size=1000)
+    with transaction.atomic():
+        ActivitySample.objects.bulk_create(rows, batch_size=1000)
+        ledger.add_activity(seen)
     return Collected(len(rows), kind)

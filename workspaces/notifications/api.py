@@ -12,13 +12,33 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from workspaces.notifications.models import Notification
+from workspaces.notifications.models import LIST_RELATED, Notification
 
 MAX_IDS = 1000  # per request; "all" needs no list
 
 
 class NotificationSerializer(serializers.ModelSerializer[Notification]):
-    workspace_name = serializers.CharField(source="workspace.name", read_only=True)
+    """``workspace`` and ``workspace_name`` are null for a team budget's notification; ``team`` is the team it
+    concerns (the workspace's or the budget's) and ``link`` where it leads (the workspace or the team's costs)."""
+
+    workspace_name = serializers.CharField(source="workspace.name", read_only=True, allow_null=True, default=None)
+    team = serializers.SerializerMethodField()
+    team_name = serializers.SerializerMethodField()
+    link = serializers.SerializerMethodField()
+
+    def get_team(self, notification: Notification) -> int | None:
+        team = notification.team
+        return team.pk if team is not None else None
+
+    def get_team_name(self, notification: Notification) -> str | None:
+        team = notification.team
+        return str(team.name) if team is not None else None
+
+    def get_link(self, notification: Notification) -> str:
+        """An absolute URL when answering a request, else the path."""
+        request = self.context.get("request")
+        path = notification.link_path
+        return request.build_absolute_uri(path) if request is not None else path
 
     class Meta:
         model = Notification
@@ -28,6 +48,9 @@ class NotificationSerializer(serializers.ModelSerializer[Notification]):
             "text",
             "workspace",
             "workspace_name",
+            "team",
+            "team_name",
+            "link",
             "created_at",
             "read_at",
             "email_status",
@@ -51,7 +74,7 @@ class NotificationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Notific
     serializer_class = NotificationSerializer
 
     def get_queryset(self) -> QuerySet[Notification]:
-        queryset = Notification.objects.visible_to(self.request.user).select_related("workspace")
+        queryset = Notification.objects.visible_to(self.request.user).select_related(*LIST_RELATED)
         if self.request.query_params.get("unread") in ("1", "true"):
             queryset = queryset.unread()
         return queryset

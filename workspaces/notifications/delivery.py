@@ -1,6 +1,8 @@
-"""What the delivery task does for one event: a row per recipient, then email and webhook per their choices.
+"""What the delivery tasks do for one event or one budget alert: a row per recipient, then email and webhook
+per their choices.
 
-Idempotent per (event, recipient, channel): the row is unique per event and recipient, and each channel is
+Idempotent per (event or alert, recipient, channel): the row is unique per event (alert) and recipient, and
+each channel is
 claimed with a compare-and-set (``pending``/``failed`` -> ``sending``) before anything is sent, so a
 redelivered or retried task never sends a channel that went out. A channel that fails is logged and marked
 ``failed`` with the error, and tried again by the task's bounded retries (``NOTIFY_MAX_ATTEMPTS`` in all).
@@ -17,13 +19,15 @@ from typing import Any
 import requests
 from django.conf import settings
 from django.core.mail import EmailMessage
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.urls import reverse
 
+from portal.billing.budgets import BudgetStatus, forecast
+from portal.billing.models import Budget, BudgetAlert
 from portal.models import Membership, User
 from workspaces.models import WorkspaceEvent
-from workspaces.notifications.kinds import LEADS_TOO, classify
-from workspaces.notifications.messages import Message, compose, webhook_payload
+from workspaces.notifications.kinds import BUDGET_MEMBERS_FROM, LEADS_TOO, Kind, classify
+from workspaces.notifications.messages import Message, compose, compose_budget, webhook_payload
 from workspaces.notifications.models import Delivery, Notification, NotificationPreference
 
 log = logging.getLogger(__name__)
@@ -53,16 +57,23 @@ def recipients(event: WorkspaceEvent, kind: str) -> list[User]:
     return list(User.objects.filter(pk__in=ids, is_active=True).order_by("pk"))
 
 
+def budget_recipients(alert: BudgetAlert) -> list[User]:
+    """The team's leads; from 100 % on every member too. Only people who can still sign in."""
+    memberships = Membership.objects.filter(team_id=alert.team_id)
+    if alert.threshold < BUDGET_MEMBERS_FROM:
+        memberships = memberships.filter(role=Membership.Role.LEAD)
+    return list(User.objects.filter(pk__in=memberships.values("user_id"), is_active=True).order_by("pk"))
+
+
 def absolute(path: str) -> str:
     return str(settings.PORTAL_BASE_URL).rstrip("/") + path
 
 
 def deliver(event_id: int) -> Outcome:
-    outcome = Outcome()
     event = WorkspaceEvent.objects.select_related("workspace").filter(pk=event_id).first()
     kind = classify(event) if event is not None else None
     if event is None or kind is None:
-        return outcome  # the workspace was deleted meanwhile, or nothing to tell
+        return Outcome()  # the workspace was deleted meanwhile, or nothing to tell
     link = absolute(reverse("workspace-detail", args=[event.workspace_id]))
     message = compose(
         kind,
@@ -71,33 +82,76 @@ def deliver(event_id: int) -> Outcome:
         link=link,
         settings_link=absolute(reverse("notification-settings")),
     )
-    for user in recipients(event, kind):
-        notification = _row(event, kind, message, user)
+    return _deliver(
+        recipients(event, kind), kind, message, link, of={"event": event}, extra={"workspace_id": event.workspace_id}
+    )
+
+
+def deliver_budget_alert(alert_id: int) -> Outcome:
+    """Tell a team's leads (and from 100 % its members) that its budget crossed the alert's threshold."""
+    alert = BudgetAlert.objects.select_related("team").filter(pk=alert_id).first()
+    if alert is None:
+        return Outcome()  # the team was deleted meanwhile
+    budget = Budget.objects.filter(team_id=alert.team_id).first()
+    policy = budget.policy if budget is not None else None
+    # Written as the budget pages write them; the figures are the alert's, from when it was recorded.
+    status = BudgetStatus(
+        alert.team_id,
+        alert.period,
+        alert.amount,
+        alert.unit,
+        policy or "",
+        alert.spent,
+        forecast(alert.spent, alert.at),
+    )
+    link = absolute(reverse("team-costs", args=[alert.team_id]))
+    message = compose_budget(
+        team_name=alert.team.name,
+        threshold=alert.threshold,
+        month=alert.period,
+        spent=status.describe(status.spent),
+        amount=status.describe(status.amount),
+        forecast=status.describe(status.forecast) if status.forecast is not None else None,
+        policy=policy,
+        link=link,
+        settings_link=absolute(reverse("notification-settings")),
+    )
+    return _deliver(budget_recipients(alert), Kind.BUDGET, message, link, of={"budget_alert": alert})
+
+
+def _deliver(
+    users: list[User],
+    kind: str,
+    message: Message,
+    link: str,
+    *,
+    of: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+) -> Outcome:
+    """A row per recipient for the thing ``of`` names (``{"event": ...}`` or ``{"budget_alert": ...}``), then
+    each channel owed; ``retry`` says whether a failed channel of any of its rows has attempts left."""
+    outcome = Outcome()
+    for user in users:
+        notification = _row(of, kind, message, user, extra or {})
         outcome.notifications += 1
         if _claim(notification, EMAIL):
             _finish(notification, EMAIL, _send_email(message, user.email), outcome)
         if _claim(notification, WEBHOOK):
             prefs = NotificationPreference.for_user(user)
             _finish(notification, WEBHOOK, _post_webhook(prefs.webhook_url, webhook_payload(message, link)), outcome)
-    outcome.retry = _attempts_left(event_id)
+    outcome.retry = _attempts_left(Notification.objects.filter(**of))
     return outcome
 
 
-def _row(event: WorkspaceEvent, kind: str, message: Message, user: User) -> Notification:
-    """The recipient's row for the event, made once: the channels wanted are fixed when it is made."""
+def _row(of: dict[str, Any], kind: str, message: Message, user: User, extra: dict[str, Any]) -> Notification:
+    """The recipient's row for the event (alert), made once: the channels wanted are fixed when it is made."""
     prefs = NotificationPreference.for_user(user)
     email = Delivery.PENDING if prefs.wants_email(kind) and user.email else Delivery.OFF
     webhook = Delivery.PENDING if prefs.wants_webhook(kind) else Delivery.OFF
     notification, _ = Notification.objects.get_or_create(
-        event=event,
+        **of,
         recipient=user,
-        defaults={
-            "workspace_id": event.workspace_id,
-            "kind": kind,
-            "text": message.text,
-            "email_status": email,
-            "webhook_status": webhook,
-        },
+        defaults={**extra, "kind": kind, "text": message.text, "email_status": email, "webhook_status": webhook},
     )
     return notification
 
@@ -124,8 +178,7 @@ def _finish(notification: Notification, channel: str, error: str, outcome: Outco
         outcome.sent += 1
 
 
-def _attempts_left(event_id: int) -> bool:
-    rows = Notification.objects.filter(event_id=event_id)
+def _attempts_left(rows: QuerySet[Notification]) -> bool:
     email = rows.filter(email_status=Delivery.FAILED, email_attempts__lt=settings.NOTIFY_MAX_ATTEMPTS)
     webhook = rows.filter(webhook_status=Delivery.FAILED, webhook_attempts__lt=settings.NOTIFY_MAX_ATTEMPTS)
     return email.exists() or webhook.exists()

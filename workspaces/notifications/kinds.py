@@ -2,7 +2,8 @@
 
 Every state change and note is a ``WorkspaceEvent`` (``workspaces/transitions.py``); a notification is one of
 those events that matters to a person. Recognising them here, from the event alone, keeps the loops that
-write events unaware of notifications.
+write events unaware of notifications. One kind is not a workspace event: ``budget``, a threshold of a team's
+monthly budget crossed (``portal.billing.models.BudgetAlert``), which the classifier never returns.
 """
 
 from __future__ import annotations
@@ -21,15 +22,19 @@ class Kind(models.TextChoices):
     RUNTIME_WARNING = "runtime_warning", "Near the runtime limit"
     FAILED = "failed", "Failed"
     POSSIBLY_STUCK = "possibly_stuck", "Possibly stuck"
+    BUDGET = "budget", "Team budget"  # a BudgetAlert, not a workspace event (delivery.deliver_budget_alert)
 
 
 # Email is on by default for everything that asks the person to act or tells them work stopped; a start is
-# seen on the page anyway and would be the noisiest mail.
+# seen on the page anyway and would be the noisiest mail. A team budget's thresholds are on too.
 DEFAULT_EMAIL_KINDS: tuple[str, ...] = tuple(k.value for k in Kind if k != Kind.STARTED)
 DEFAULT_WEBHOOK_KINDS: tuple[str, ...] = DEFAULT_EMAIL_KINDS
 
 # Kinds a team's leads hear about as well as the owner: a stuck job holds the team's GPUs.
 LEADS_TOO: frozenset[str] = frozenset({Kind.POSSIBLY_STUCK})
+
+# A budget alert goes to the team's leads at every threshold, and from this one on to all its members.
+BUDGET_MEMBERS_FROM = 100
 
 # Notes carry what they are in details["event"] (scheduling/loops/idle.py, cycle.py, runtime_warning.py).
 _NOTE_KINDS = {

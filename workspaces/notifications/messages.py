@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 
 from workspaces.notifications.kinds import Kind
 
@@ -27,14 +28,58 @@ class Message:
     body: str
 
 
+# What a budget's policy does once it is used up (portal.billing.models.Budget.Policy; budgets.refusal).
+_POLICY_AT_100 = {
+    "warn": "Requests are not refused.",
+    "block_batch": "New training jobs are refused until next month or until finance raises the budget.",
+    "block_all": "New requests are refused until next month or until finance raises the budget.",
+}
+
+
 def compose(kind: str, *, workspace_name: str, reason: str, link: str, settings_link: str) -> Message:
     """The words for one event: a headline for the kind, then the timeline's own reason (which has the figures
     and times), and for email a link to the workspace."""
     headline = _HEADLINES[Kind(kind)].format(name=workspace_name)
-    text = f"{headline} {reason}".strip()[:TEXT_LIMIT]
-    subject = f"[GPU portal] {workspace_name}: {Kind(kind).label}"
-    body = f"{text}\n\nOpen it: {link}\n\nChoose which notifications you get by email: {settings_link}\n"
-    return Message(text=text, subject=subject[:200], body=body)
+    return _message(
+        f"{headline} {reason}",
+        subject=f"{workspace_name}: {Kind(kind).label}",
+        link_line=f"Open it: {link}",
+        settings_link=settings_link,
+    )
+
+
+def compose_budget(
+    *,
+    team_name: str,
+    threshold: int,
+    month: date,
+    spent: str,
+    amount: str,
+    forecast: str | None,
+    policy: str | None,
+    link: str,
+    settings_link: str,
+) -> Message:
+    """The words for a team budget's threshold crossed. ``spent``, ``amount`` and ``forecast`` come written
+    in the budget's unit (``BudgetStatus.describe``: "812.40 EUR", "310.50 GPU-h"); ``forecast`` is None in
+    the month's first hour, ``policy`` None when the team has no budget any more."""
+    text = f"{team_name} has used {threshold} % of its budget for {month:%B %Y}: {spent} of {amount}."
+    if forecast is not None:
+        text += f" At this month's rate it ends at {forecast}."
+    if threshold >= 100 and policy in _POLICY_AT_100:
+        text += f" {_POLICY_AT_100[policy]}"
+    return _message(
+        text,
+        subject=f"{team_name}: {Kind.BUDGET.label} at {threshold} %",
+        link_line=f"See the team's costs: {link}",
+        settings_link=settings_link,
+    )
+
+
+def _message(text: str, *, subject: str, link_line: str, settings_link: str) -> Message:
+    text = text.strip()[:TEXT_LIMIT]
+    body = f"{text}\n\n{link_line}\n\nChoose which notifications you get by email: {settings_link}\n"
+    return Message(text=text, subject=f"[GPU portal] {subject}"[:200], body=body)
 
 
 def webhook_payload(message: Message, link: str) -> dict[str, str]:

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 
 from workspaces.notifications.kinds import DEFAULT_EMAIL_KINDS, DEFAULT_WEBHOOK_KINDS, Kind, valid_kinds
 
@@ -38,12 +39,24 @@ class NotificationQuerySet(models.QuerySet["Notification"]):
         return self.filter(read_at__isnull=True)
 
 
+# What a listing of notifications joins so that each row's name, team and link cost no query of their own.
+LIST_RELATED = ("workspace__team", "budget_alert__team")
+
+
 class Notification(models.Model):
-    """One notifiable workspace event for one recipient, with how its email and webhook went."""
+    """One notifiable thing for one recipient, with how its email and webhook went: a workspace event
+    (``event`` and its ``workspace``) or a team budget's threshold crossed (``budget_alert``), never both."""
 
     recipient = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
-    workspace = models.ForeignKey("workspaces.Workspace", on_delete=models.CASCADE, related_name="notifications")
-    event = models.ForeignKey("workspaces.WorkspaceEvent", on_delete=models.CASCADE, related_name="notifications")
+    workspace = models.ForeignKey(
+        "workspaces.Workspace", null=True, blank=True, on_delete=models.CASCADE, related_name="notifications"
+    )
+    event = models.ForeignKey(
+        "workspaces.WorkspaceEvent", null=True, blank=True, on_delete=models.CASCADE, related_name="notifications"
+    )
+    budget_alert = models.ForeignKey(
+        "portal.BudgetAlert", null=True, blank=True, on_delete=models.CASCADE, related_name="notifications"
+    )
     kind = models.CharField(max_length=32, choices=Kind.choices)
     text = models.CharField(max_length=600)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -62,6 +75,16 @@ class Notification(models.Model):
         constraints = [
             # A retried delivery task finds the row it made before instead of making a second one.
             models.UniqueConstraint(fields=("event", "recipient"), name="one_notification_per_event_and_recipient"),
+            models.UniqueConstraint(
+                fields=("budget_alert", "recipient"),
+                condition=Q(budget_alert__isnull=False),
+                name="one_notification_per_budget_alert_and_recipient",
+            ),
+            models.CheckConstraint(
+                condition=Q(event__isnull=False, budget_alert__isnull=True)
+                | Q(event__isnull=True, budget_alert__isnull=False),
+                name="notification_of_an_event_or_a_budget_alert",
+            ),
         ]
         indexes = [
             # The unread badge on every page counts these.
@@ -71,6 +94,31 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.recipient_id}: {self.text[:60]}"
+
+    @property
+    def team(self) -> Any:
+        """The team it concerns: the budget's, or the workspace's (select_related ``workspace__team`` and
+        ``budget_alert__team`` to read it without a query per row)."""
+        if self.budget_alert_id is not None:
+            return self.budget_alert.team if self.budget_alert is not None else None
+        return self.workspace.team if self.workspace is not None else None
+
+    @property
+    def subject_name(self) -> str:
+        """What it is about, in a word: the workspace's name, or for a budget the team's."""
+        if self.workspace is not None:
+            return str(self.workspace.name)
+        team = self.team
+        return str(team.name) if team is not None else ""
+
+    @property
+    def link_path(self) -> str:
+        """Where it leads in the portal: the workspace, or for a budget the team's cost page."""
+        if self.budget_alert is not None:
+            return reverse("team-costs", args=[self.budget_alert.team_id])
+        if self.workspace_id is not None:
+            return reverse("workspace-detail", args=[self.workspace_id])
+        return reverse("notifications")
 
 
 def validate_no_control_characters(value: str) -> None:

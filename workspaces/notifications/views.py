@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from portal.http import AuthenticatedRequest
 from workspaces.notifications.forms import PreferenceForm
-from workspaces.notifications.models import Notification, NotificationPreference
+from workspaces.notifications.models import LIST_RELATED, Notification, NotificationPreference
 
 LIST_LIMIT = 200  # the newest; the API pages through all
 
@@ -19,7 +19,7 @@ LIST_LIMIT = 200  # the newest; the API pages through all
 @login_required
 def notification_list(request: AuthenticatedRequest) -> HttpResponse:
     mine = Notification.objects.visible_to(request.user)
-    rows = mine.select_related("workspace")[:LIST_LIMIT]
+    rows = mine.select_related(*LIST_RELATED)[:LIST_LIMIT]
     return render(request, "notifications/list.html", {"notifications": rows, "unread": mine.unread().exists()})
 
 

@@ -26,9 +26,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from portal.billing.demo import seed_billing_history
 from portal.workers import worker_argv
-from scheduling.demo import seed_demo_history
-from scheduling.kube.client import reset_client
+from scheduling.demo import seed_activity_history, seed_demo_history
+from scheduling.kube.client import kube, reset_client
+from scheduling.loops import metering
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -128,6 +130,10 @@ class Command(BaseCommand):
             call_command("discover_offerings", "--apply", stdout=self.stdout)
             if made := seed_demo_history(timezone.now()):
                 self.stdout.write(f"Added a week of demo history ({made} finished workspaces).")
+            fleet = metering.gpus_by_model(kube().list("Node", None, ""))
+            if made := seed_billing_history(timezone.now(), fleet):
+                seed_activity_history(timezone.now())
+                self.stdout.write(f"Added months of billing history ({made} ledger intervals).")
             address = f"{options['host']}:{options['port']}"
             schedule = settings.VAR_DIR / "celerybeat-schedule"
             children += [
