@@ -12,3 +12,7 @@ REST_FRAMEWORK = {
     **REST_FRAMEWORK,  # noqa: F405
     "DEFAULT_THROTTLE_RATES": {"user": "1000000/hour", "anon": "1000000/hour"},
 }
+
+# pytest-xdist runs tests in several processes against one Redis: each keeps its cache keys (locks, marks,
+# throttles) to itself. Its full-stack worker inherits the variable, so it shares its parent's prefix.
+CACHES["default"]["KEY_PREFIX"] = os.environ.get("PYTEST_XDIST_WORKER", "")  # noqa: F405

@@ -79,6 +79,10 @@ def seed_demo_history(now: datetime, days: int = 7) -> int:
     images = {kind: Image.objects.filter(kind=kind).first() for kind in Image.Kind}
     made = 0
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    # Night runs of the last day end after midnight: before they would have ended, the week ends a day earlier.
+    overrun = max(hour + hours for *_, hours, hour, _borrowing in HISTORY) - 24
+    if now < midnight + timedelta(hours=overrun):
+        midnight -= timedelta(days=1)
     for day in range(days, 0, -1):
         for i, (team, owner, kind, slug, gpus, hours, hour, borrowing) in enumerate(HISTORY):
             image = images[Image.Kind.NOTEBOOK if kind == Workspace.Kind.NOTEBOOK else Image.Kind.JOB]

@@ -148,9 +148,10 @@ def stack(worker: Worker, stack_cluster: SimCluster, settings: Any, transactiona
 
 
 @pytest.fixture
-def cluster_client(stack_cluster: SimCluster, settings: Any) -> Iterator[None]:
+def cluster_client(stack_cluster: SimCluster, settings: Any, quiet_cluster_loops: None) -> Iterator[None]:
     """The portal's own client (``scheduling.kube.client.kube()``) pointed at the session's cluster, for tests
-    that call cluster-reading code in this process without the worker."""
+    that call cluster-reading code in this process without the worker (paused: its cycle would hold the lock
+    a test's own ``run_cycle`` needs, and its sweep would delete the test's pods)."""
     settings.KUBECONFIG = str(stack_cluster.kubeconfig_path)
     reset_client()
     yield

@@ -7,6 +7,7 @@ given nothing to draw returns a figure without traces that says so (``has_data``
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime
@@ -77,13 +78,19 @@ def _bars_height(count: int, per_bar: int = 26) -> int:
     return max(220, min(900, 110 + per_bar * count))
 
 
+def text(label: str) -> str:
+    """A name as plotly should show it: plotly renders a subset of HTML (links, bold) in labels and legends,
+    and names come from people (teams, users), so their markup is escaped."""
+    return html.escape(label, quote=False)
+
+
 def _distinct(lines: Sequence[Line]) -> list[str]:
-    """The lines' labels, with the key added to any label two lines share (a category axis would merge
-    them into one bar)."""
+    """The lines' labels, escaped, with the key added to any label two lines share (a category axis would
+    merge them into one bar)."""
     seen: dict[str, int] = {}
     for line in lines:
         seen[line.label] = seen.get(line.label, 0) + 1
-    return [f"{line.label} ({line.key})" if seen[line.label] > 1 else line.label for line in lines]
+    return [text(f"{line.label} ({line.key})" if seen[line.label] > 1 else line.label) for line in lines]
 
 
 def _same_length(name: str, values: Sequence[Any], expected: int) -> None:
@@ -146,7 +153,7 @@ def cost_by_month(
     x = [_month(m) for m in months]
     hover = f"%{{fullData.name}}<br>%{{x}}: %{{y:,.2f}} {currency}<extra></extra>"
     traces: list[dict[str, Any]] = [
-        {"type": "bar", "name": group, "x": x, "y": [_money(v) for v in costs[group]],
+        {"type": "bar", "name": text(group), "x": x, "y": [_money(v) for v in costs[group]],
          "marker": {"color": PALETTE[index % len(PALETTE)]}, "hovertemplate": hover}
         for index, group in enumerate(shown)
     ]  # fmt: skip

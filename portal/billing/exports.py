@@ -308,7 +308,10 @@ def _sheet(workbook: Any, title: str, headings: Sequence[str], widths: Sequence[
 
 def _append(sheet: Any, values: Sequence[Any], formats: Sequence[str | None], *, bold: bool = False) -> None:
     sheet.append([_cell_text(v) if isinstance(v, str) else v for v in values])
-    for cell, number_format in zip(sheet[sheet.max_row], formats, strict=True):
+    # The row just appended, by its own cells: sheet[sheet.max_row] scans every cell, quadratic in the rows.
+    row = sheet._current_row
+    cells = [sheet.cell(row=row, column=column) for column in range(1, len(values) + 1)]
+    for cell, number_format in zip(cells, formats, strict=True):
         if number_format:
             cell.number_format = number_format
         if bold:

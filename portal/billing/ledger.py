@@ -8,9 +8,9 @@ When an interval starts and ends is known only to within the time between two ob
 seen running at pass ``t`` started after the previous pass ``p``: the interval opens at the midpoint of
 (p, t], which keeps the error of each end under half a pass. When the two are further apart than
 ``BILLING_OBSERVATION_GAP_SECONDS`` (a worker down, the Kubernetes API out), that is a gap in observation:
-nothing is billed for it that was not seen, so a pod first seen after a gap opens at ``t``, and one missing
-after a gap closes at its last sighting. The same pod (by UID) seen on both sides of a gap ran through it;
-its interval simply goes on.
+a pod first seen after a gap opens when its containers started as the cluster reports it, kept within the
+gap (at ``t`` when it reports nothing), and one missing after a gap closes at its last sighting (its end
+is not known). The same pod (by UID) seen on both sides of a gap ran through it; its interval goes on.
 
 Every pass is one transaction under the stream's :class:`LedgerCursor` row lock: concurrent passes take
 turns, a pass older than the cursor changes nothing, and a crash rolls its pass back whole.
@@ -40,6 +40,21 @@ class RunningPod:
     uid: str
     name: str
     workspace_id: int
+    started_at: datetime | None = None  # when its containers started, as the cluster says
+
+
+def _started(status: Mapping[str, Any]) -> datetime | None:
+    """The earliest ``state.running.startedAt`` of the pod's containers (the kubelet's clock)."""
+    times = []
+    for container in status.get("containerStatuses") or []:
+        text = ((container.get("state") or {}).get("running") or {}).get("startedAt")
+        if not text:
+            continue
+        try:
+            times.append(datetime.fromisoformat(str(text).replace("Z", "+00:00")))
+        except ValueError:
+            continue
+    return min(times, default=None)
 
 
 def running_pods(pods_by_workspace: Mapping[int, Iterable[Mapping[str, Any]]]) -> list[RunningPod]:
@@ -47,9 +62,9 @@ def running_pods(pods_by_workspace: Mapping[int, Iterable[Mapping[str, Any]]]) -
     found = []
     for workspace_id, pods in pods_by_workspace.items():
         for pod in pods:
-            meta = pod.get("metadata") or {}
-            if (pod.get("status") or {}).get("phase") == "Running" and meta.get("uid"):
-                found.append(RunningPod(str(meta["uid"]), str(meta.get("name", "")), workspace_id))
+            meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+            if status.get("phase") == "Running" and meta.get("uid"):
+                found.append(RunningPod(str(meta["uid"]), str(meta.get("name", "")), workspace_id, _started(status)))
     return found
 
 
@@ -69,6 +84,17 @@ def _opened_at(previous: datetime | None, now: datetime, gap: timedelta) -> date
     if previous is None or now - previous > gap or previous >= now:
         return now
     return previous + (now - previous) / 2
+
+
+def _first_seen(pod: RunningPod, previous: datetime | None, now: datetime, gap: timedelta) -> datetime:
+    """When a pod first seen at ``now`` began running. Between regular passes: the midpoint. After a gap (a
+    worker down, the API out): the cluster's own start time of its containers, kept within the gap (a
+    node's clock that runs ahead or behind cannot bill time outside it); without one, ``now``."""
+    if previous is None or now - previous <= gap or previous >= now:
+        return _opened_at(previous, now, gap)
+    if pod.started_at is None:
+        return now
+    return min(max(pod.started_at, previous), now)
 
 
 def _closed_at(last_seen: datetime, now: datetime, gap: timedelta) -> datetime:
@@ -268,11 +294,11 @@ def record_pods(observed_at: datetime, pods: Iterable[RunningPod]) -> PassResult
         known = {row.pod_uid for row in going_on}
         new = [pod for uid, pod in seen.items() if uid not in known]
         facts = _pod_facts(pod.workspace_id for pod in new)
-        start = _opened_at(previous, observed_at, gap)
         created: list[UsageInterval] = []
         for pod in new:
             if (fact := facts.get(pod.workspace_id)) is not None:
                 fact = {**fact, "pod_uid": pod.uid, "pod_name": pod.name}
+                start = _first_seen(pod, previous, observed_at, gap)
                 created += _usage_rows(run, fact, start, observed_at, open_last=True)
         UsageInterval.objects.bulk_create(created)
         return PassResult(opened=len(created), closed=len(gone), split=split)

@@ -10,6 +10,7 @@ The result is plain JSON-able data, which is also what closing a month stores (`
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
@@ -21,7 +22,7 @@ from django.db.models.functions import Cast, Greatest, Least
 
 from portal.billing import periods
 from portal.billing.ledger import zone
-from portal.billing.models import CapacityInterval, UsageInterval
+from portal.billing.models import CapacityInterval, ClosedMonth, UsageInterval
 from portal.billing.sql import Seconds
 from portal.models import Department, Team, User
 from workspaces.models import GpuOffering
@@ -178,25 +179,48 @@ class MonthCost:
     idle_money: float  # the part of it that paid for GPUs below the idle test
 
 
-def monthly(first: date, last: date, group: str) -> dict[tuple[date, str], MonthCost]:
-    """Cost per (month charged, group key) from ``first`` to ``last``, in one query; what idle time cost
-    is each row's cost times its idle share of the held GPU-hours."""
+def _month_cost(money_seconds: float, eq_seconds: float, idle: float) -> MonthCost:
+    money = money_seconds / 3600
+    share = min(1.0, idle / eq_seconds) if eq_seconds else 0.0
+    return MonthCost(money, money * share)
+
+
+def monthly(first: date, last: date, groups: Iterable[str]) -> dict[str, dict[tuple[date, str], MonthCost]]:
+    """Cost per (month charged, group key) from ``first`` to ``last``, for each of ``groups``; what idle time
+    cost is each row's cost times its idle share of the held GPU-hours. Closed months come from what was
+    stored at their closing (they no longer change), the open ones from one query: a year of ledger costs
+    no more than its open months."""
+    groups = list(groups)
+    closed = {
+        row.period: row.data
+        for row in ClosedMonth.objects.filter(period__gte=first, period__lte=last).only("period", "data")
+    }
+    totals: dict[str, dict[tuple[date, str], list[float]]] = {g: defaultdict(lambda: [0.0, 0.0, 0.0]) for g in groups}
+    for month, data in closed.items():
+        for row in data["usage"]:
+            for group in groups:
+                figures = totals[group][(month, row[group])]
+                figures[0] += row["money_seconds"]
+                figures[1] += row["eq_seconds"]
+                figures[2] += row["idle"]
     seconds = Seconds(F("last_seen_at"), F("started_at"))
     rows = (
         UsageInterval.objects.filter(period__gte=first, period__lte=last)
-        .values("period", _FIELDS[group])
+        .exclude(period__in=list(closed))
+        .values("period", *(_FIELDS[g] for g in groups))
         .annotate(
             money=Sum(_float(seconds * Cast("rate", FloatField()))),
             eq=Sum(_float(seconds * Cast("gpu_equivalents", FloatField()))),
             idle=Sum("idle_gpu_seconds"),
         )
     )
-    found = {}
     for row in rows:
-        money = float(row["money"] or 0) / 3600
-        share = min(1.0, float(row["idle"] or 0) / float(row["eq"])) if row["eq"] else 0.0
-        found[(row["period"], str(row[_FIELDS[group]]))] = MonthCost(money, money * share)
-    return found
+        for group in groups:
+            figures = totals[group][(row["period"], str(row[_FIELDS[group]]))]
+            figures[0] += float(row["money"] or 0)
+            figures[1] += float(row["eq"] or 0)
+            figures[2] += float(row["idle"] or 0)
+    return {g: {key: _month_cost(*figures) for key, figures in found.items()} for g, found in totals.items()}
 
 
 def daily(start: datetime, end: datetime, team_id: int, unit: str) -> list[tuple[date, Decimal]]:

@@ -42,24 +42,27 @@ def _finance_only(request: AuthenticatedRequest) -> None:
         raise Http404("No such page.")
 
 
-def _monthly_figures(last: date, group: str, currency: str) -> list[dict[str, Any]]:
+def _monthly_figures(last: date, currency: str) -> list[dict[str, Any]]:
+    """Twelve months: cost per cost centre and month, the total with its idle share, cost per team."""
     months = choices.recent_months(last, TREND_MONTHS)
-    costs = sums.monthly(months[0], months[-1], group)
-    names = sums.labels(group, {key for _, key in costs})
-    by_group: dict[str, list[Decimal]] = {}
-    totals = [Decimal(0)] * len(months)
-    idle = [Decimal(0)] * len(months)
-    for (month, key), cost in costs.items():
-        index = months.index(month)
-        label = names.get(key, [key, key, ""])[1]
-        by_group.setdefault(label, [Decimal(0)] * len(months))[index] += report.cents(cost.money)
-        totals[index] += report.cents(cost.money)
-        idle[index] += report.cents(cost.idle_money)
-    title = f"Cost per {choices.GROUP_LABELS[group].lower()} and month"
-    return [
-        charts.cost_by_month(months, by_group, currency, title),
-        charts.monthly_trend(months, totals, idle, currency),
-    ]
+    costs = sums.monthly(months[0], months[-1], ["cost_centre", "team"])
+    figures = []
+    for group in ("cost_centre", "team"):
+        names = sums.labels(group, {key for _, key in costs[group]})
+        by_group: dict[str, list[Decimal]] = {}
+        totals = [Decimal(0)] * len(months)
+        idle = [Decimal(0)] * len(months)
+        for (month, key), cost in costs[group].items():
+            index = months.index(month)
+            label = names.get(key, [key, key, ""])[1]
+            by_group.setdefault(label, [Decimal(0)] * len(months))[index] += report.cents(cost.money)
+            totals[index] += report.cents(cost.money)
+            idle[index] += report.cents(cost.idle_money)
+        title = f"Cost per {choices.GROUP_LABELS[group].lower()} and month"
+        figures.append(charts.cost_by_month(months, by_group, currency, title))
+        if group == "cost_centre":
+            figures.append(charts.monthly_trend(months, totals, idle, currency))
+    return figures
 
 
 @login_required
@@ -75,8 +78,7 @@ def chargeback_page(request: AuthenticatedRequest) -> HttpResponse:
     figures = [
         charts.top_spenders(built.lines, built.currency),
         charts.idle_cost_share(built.lines, built.currency),
-        *_monthly_figures(month, "cost_centre", built.currency),
-        _monthly_figures(month, "team", built.currency)[0],
+        *_monthly_figures(month, built.currency),
     ]
     ended = choice.month is not None and periods.month_bounds(choice.month, zone())[1] <= timezone.now()
     context = {

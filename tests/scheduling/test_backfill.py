@@ -30,7 +30,7 @@ def state(workspace: Workspace) -> tuple[str, str]:
 
 
 def test_a_request_over_its_members_cap_does_not_block_the_teams_later_requests(
-    org: Org, cluster_client: None, quiet_cluster_loops: None, h100: GpuOffering
+    org: Org, cluster_client: None, h100: GpuOffering
 ) -> None:
     running = make_workspace(org, h100, 1, name="running", owner=org.lead, state="admitted")
     # The cap was lowered after this was asked for: it cannot start until the lead raises it again.
@@ -54,7 +54,7 @@ def test_a_request_over_its_members_cap_does_not_block_the_teams_later_requests(
 
 
 def test_a_members_second_request_over_the_cap_does_not_take_room_from_others(
-    org: Org, cluster_client: None, quiet_cluster_loops: None, h100: GpuOffering
+    org: Org, cluster_client: None, h100: GpuOffering
 ) -> None:
     MemberCap.objects.create(team=org.alpha, user=org.member, flavour=H100, cap=Decimal(2))
     first, second = (make_workspace(org, h100, 2, name=f"mine{i}") for i in range(2))

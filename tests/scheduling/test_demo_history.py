@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
+import pytest
 from django.test import Client
 from django.utils import timezone
 
@@ -33,3 +36,14 @@ def test_a_new_demo_gets_a_week_of_finished_work_once(db: None) -> None:
     peak = {trace["name"]: max(trace["y"]) for trace in h100["data"]}
     assert peak["used"] == 2  # alice's 2-GPU notebooks
     assert peak["lent"] == 4  # language borrowed vision's idle H100s at night
+
+
+@pytest.mark.parametrize("hour", [0, 3, 12, 23])
+def test_the_history_has_ended_whatever_the_hour_it_is_seeded(db: None, hour: int) -> None:
+    seed_demo_organisation()
+    seed_demo_catalogue()
+    install_offerings()
+    now = datetime(2026, 3, 10, hour, 30, tzinfo=UTC)
+    assert seed_demo_history(now) == 7 * len(HISTORY)
+    last = Workspace.objects.order_by("-finished_at").values_list("finished_at", flat=True).first()
+    assert last is not None and now - timedelta(days=1) < last <= now  # the week reaches the last day

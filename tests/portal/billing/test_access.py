@@ -155,3 +155,36 @@ def test_closing_a_month_from_the_page(used: Org, persona: str) -> None:
     else:
         assert response.status_code == 404
     assert closed is (persona == "finance")
+
+
+@pytest.mark.parametrize("persona", PERSONAS)
+def test_reading_prices_and_budgets(used: Org, persona: str) -> None:
+    client = api_client_for(used.persona(persona))
+    prices = client.get("/api/v1/prices/")
+    budgets = client.get("/api/v1/budgets/")
+    team_budget = client.get(f"/api/v1/teams/{used.alpha.pk}/budget/")
+    if persona == "anonymous":
+        assert (prices.status_code, budgets.status_code, team_budget.status_code) == (401, 401, 401)
+        return
+    assert prices.status_code == (200 if persona in FINANCE_READERS else 403)
+    assert budgets.status_code == 200  # the budgets of the teams the caller sees
+    expected = {"alpha"} if persona in ("member", "lead", "finance", "operator") else set()
+    assert {row["team"] for row in budgets.json()["results"]} == expected
+    assert team_budget.status_code == (200 if TEAM_SCOPE[persona] else 404)
+
+
+@pytest.mark.parametrize("persona", PERSONAS)
+def test_withdrawing_a_scheduled_price_and_removing_a_budget(used: Org, persona: str) -> None:
+    later = actions.set_price(
+        used.finance, gpu_model="L40S", hourly_price="2", effective_from=timezone.now() + timedelta(days=2)
+    )
+    client = api_client_for(used.persona(persona))
+    withdraw = client.delete(f"/api/v1/prices/{later.pk}/")
+    remove = client.delete(f"/api/v1/teams/{used.alpha.pk}/budget/")
+    if persona == "anonymous":
+        assert (withdraw.status_code, remove.status_code) == (401, 401)
+    elif persona in FINANCE_READERS:
+        assert (withdraw.status_code, remove.status_code) == (204, 204)
+    else:
+        assert withdraw.status_code == 403
+        assert remove.status_code == (403 if TEAM_SCOPE[persona] else 404)

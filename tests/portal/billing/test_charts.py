@@ -322,3 +322,11 @@ def test_has_data_looks_at_the_values() -> None:
     assert not charts.has_data({"data": [{"type": "scatter", "x": ["2026-03-01"], "y": [None]}]})
     assert charts.has_data({"data": [{"type": "scatter", "x": ["2026-03-01"], "y": [0.0]}]})
     assert not charts.has_data({"data": [{"type": "bar", "orientation": "h", "x": [None], "y": ["a"]}]})
+
+
+def test_names_people_chose_are_shown_not_rendered() -> None:
+    lines = [Line(key="x", label='<a href="https://evil.example">Team</a>', gpu_hours=Decimal(1), cost=Decimal(2))]
+    figure = charts.top_spenders(lines, "EUR")
+    assert figure["data"][0]["y"] == ['&lt;a href="https://evil.example"&gt;Team&lt;/a&gt;']
+    months = charts.cost_by_month([date(2026, 3, 1)], {"<b>x</b>": [Decimal(1)]}, "EUR", "t")
+    assert months["data"][0]["name"] == "&lt;b&gt;x&lt;/b&gt;"

@@ -225,6 +225,7 @@ def test_an_empty_workbook_has_its_total_row(empty: Report) -> None:
 
 # -- PDF ----------------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def poppler() -> None:
     """pdftotext and pdftoppm read the PDF as a person's viewer would; .ci/run installs them."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -79,8 +80,36 @@ def test_a_pod_first_seen_after_a_gap_opens_when_it_was_seen(
 ) -> None:
     ws = notebook(billing_org, offerings["h100-80gb-hbm3"])
     record_pods(T0, [])
-    record_pods(T0 + timedelta(minutes=30), [pod(ws)])
+    record_pods(T0 + timedelta(minutes=30), [pod(ws)])  # the cluster did not say when it started
     assert UsageInterval.objects.get().started_at == T0 + timedelta(minutes=30)
+
+
+@pytest.mark.parametrize(
+    ("reported", "opened"),
+    [
+        (T0 + timedelta(minutes=12), T0 + timedelta(minutes=12)),  # within the gap: the cluster's word
+        (T0 - timedelta(hours=5), T0),  # a clock far behind cannot bill time before the gap
+        (T0 + timedelta(hours=5), T0 + timedelta(minutes=30)),  # nor one ahead time after the sighting
+    ],
+)
+def test_a_pod_that_started_during_a_gap_is_billed_from_its_reported_start(
+    billing_org: Org, offerings: dict[str, GpuOffering], reported: datetime, opened: datetime
+) -> None:
+    ws = notebook(billing_org, offerings["h100-80gb-hbm3"])
+    record_pods(T0, [])
+    record_pods(T0 + timedelta(minutes=30), [RunningPod("u", "p", ws.pk, reported)])
+    assert UsageInterval.objects.get().started_at == opened
+
+
+def test_running_pods_read_their_containers_start() -> None:
+    containers = [
+        {"state": {"running": {"startedAt": "2026-03-10T12:05:00Z"}}},
+        {"state": {"running": {"startedAt": "2026-03-10T12:04:00Z"}}},
+    ]
+    running = {"metadata": {"uid": "a", "name": "p"}, "status": {"phase": "Running", "containerStatuses": containers}}
+    pending = {"metadata": {"uid": "b"}, "status": {"phase": "Pending"}}
+    pods: dict[int, list[dict[str, Any]]] = {7: [running, pending]}
+    assert ledger.running_pods(pods) == [RunningPod("a", "p", 7, datetime(2026, 3, 10, 12, 4, tzinfo=UTC))]
 
 
 def test_repeated_and_stale_passes_change_nothing(billing_org: Org, offerings: dict[str, GpuOffering]) -> None:
