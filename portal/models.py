@@ -98,6 +98,8 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Granted by the provider's groups at sign-in (portal/sso/sync.py), which adds and removes these alone.
+    managed_by_sso = models.BooleanField(default=False, help_text="Set and removed by single sign-on.")
 
     class Meta:
         ordering = ("team__name", "user__username")
@@ -116,6 +118,7 @@ class OrgRole(models.Model):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="orgroles")
     role = models.CharField(max_length=16, choices=Role.choices)
+    managed_by_sso = models.BooleanField(default=False, help_text="Set and removed by single sign-on.")
 
     class Meta:
         ordering = ("user__username", "role")
@@ -202,3 +205,4 @@ from portal.billing.models import ClosedMonth as ClosedMonth  # noqa: E402
 from portal.billing.models import LedgerCursor as LedgerCursor  # noqa: E402
 from portal.billing.models import RateCardEntry as RateCardEntry  # noqa: E402
 from portal.billing.models import UsageInterval as UsageInterval  # noqa: E402
+from portal.sso.models import SsoIdentity as SsoIdentity  # noqa: E402

@@ -30,6 +30,8 @@ from portal.env import (
     env_secret,
     env_str,
 )
+from portal.metrics.rules import Thresholds as AlertThresholds
+from portal.sso.config import read_sso_config
 from scheduling.loops import tasknames
 from scheduling.loops.schedule import beat_schedule
 
@@ -155,6 +157,14 @@ if PORTAL_ENV == "test":
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+
+# Single sign-on with OpenID Connect (portal/sso/, docs/sso.md): on when OIDC_RP_CLIENT_ID is set; every OIDC_*
+# variable is read and checked in portal/sso/config.py. Local accounts (password) keep working beside it.
+SSO = read_sso_config()
+globals().update(SSO.library_settings())  # the names mozilla-django-oidc reads (OIDC_OP_*, OIDC_RP_*)
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"] + (
+    ["portal.sso.backend.PortalOIDCBackend"] if SSO.enabled else []
+)
 
 LANGUAGE_CODE = "en-gb"
 TIME_ZONE = env_str("PORTAL_TIME_ZONE", "UTC")
@@ -342,6 +352,28 @@ BILLING_OBSERVATION_GAP_SECONDS = env_float(
 BILLING_BUDGET_CHECK_SECONDS = env_float("BILLING_BUDGET_CHECK_SECONDS", 300.0, minimum=10.0)
 # How often a reconcile pass also lists nodes to record the fleet's GPUs (the capacity ledger).
 BILLING_CAPACITY_SECONDS = env_float("BILLING_CAPACITY_SECONDS", 60.0, minimum=1.0)
+
+# Prometheus metrics at /metrics (docs/metrics.md): Prometheus sends "Authorization: Bearer <token>". Unset,
+# /metrics answers 403 in production (demo and tests: open, on loopback). Or PORTAL_METRICS_TOKEN_FILE.
+PORTAL_METRICS_TOKEN = env_secret("PORTAL_METRICS_TOKEN") or ""
+# Events younger than this are counted at a later scrape: a transaction's events become visible only when it
+# commits (a scheduling cycle commits its admissions at its end), and a skipped event is never counted.
+METRICS_EVENT_SETTLE_SECONDS = env_float("METRICS_EVENT_SETTLE_SECONDS", 60.0, minimum=0.0)
+# Alert thresholds (defaults in portal/metrics/rules.py): the Prometheus rules (manage.py alert_rules) and the
+# in-portal alerts read the same.
+_ALERTS = AlertThresholds()
+ALERT_QUEUE_WAIT_P95_SECONDS = env_float("ALERT_QUEUE_WAIT_P95_SECONDS", _ALERTS.queue_wait_p95_seconds, minimum=1.0)
+ALERT_WITHIN_QUOTA_WAIT_MINUTES = env_float(
+    "ALERT_WITHIN_QUOTA_WAIT_MINUTES", _ALERTS.within_quota_wait_minutes, minimum=1.0
+)
+ALERT_CONTENTION_MINUTES = env_float("ALERT_CONTENTION_MINUTES", _ALERTS.contention_minutes, minimum=1.0)
+ALERT_IDLE_SHARE = env_float("ALERT_IDLE_SHARE", _ALERTS.idle_share, minimum=0.01)
+ALERT_IDLE_MINUTES = env_float("ALERT_IDLE_MINUTES", _ALERTS.idle_minutes, minimum=1.0)
+ALERT_LOOP_STALL_SECONDS = env_float("ALERT_LOOP_STALL_SECONDS", _ALERTS.loop_stall_seconds, minimum=10.0)
+ALERT_KUBE_API_ERRORS_PER_MINUTE = env_float(
+    "ALERT_KUBE_API_ERRORS_PER_MINUTE", _ALERTS.kube_api_errors_per_minute, minimum=0.1
+)
+ALERT_BUDGET_USED_RATIO = env_float("ALERT_BUDGET_USED_RATIO", _ALERTS.budget_used_ratio, minimum=0.01)
 # How long kube-scheduler may refuse a pod pinned by the placement engine before the portal unpins it.
 PLACEMENT_GRACE_SECONDS = env_float("PLACEMENT_GRACE_SECONDS", 10.0, minimum=0.0)
 # The control loops (scheduling cycle, reconcile) have a queue of their own next to the default one, so

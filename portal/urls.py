@@ -1,16 +1,18 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import health, views
 from portal.billing import views as billing_views
+from portal.metrics import views as metrics_views
+from portal.sso import views as sso_views
 from scheduling import views as scheduling_views
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", sso_views.LoginView.as_view(), name="login"),
+    path("logout/", sso_views.LogoutView.as_view(), name="logout"),
+    path("oidc/", include("portal.sso.urls")),
     path("teams/", views.team_list, name="teams"),
     path("teams/<int:team_id>/", views.team_detail, name="team-detail"),
     path("teams/<int:team_id>/members/", views.team_members, name="team-members"),
@@ -28,6 +30,7 @@ urlpatterns = [
     path("cluster/utilisation/", scheduling_views.utilisation_page, name="utilisation"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics_views.metrics, name="metrics"),
     path("api/v1/", include("portal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

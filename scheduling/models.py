@@ -168,3 +168,30 @@ class ActivitySample(models.Model):
 
     def __str__(self) -> str:
         return f"workspace {self.workspace_id} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class LoopStat(models.Model):
+    """How the periodic loops run, whichever process ran them: passes, their seconds (cumulative counts
+    per ``scheduling.loops.passes.BUCKETS`` bound, as a Prometheus histogram keeps them) and when the last
+    one ended. ``/metrics`` reads these rows, so the figures do not depend on which worker is scraped."""
+
+    loop = models.CharField(max_length=32, primary_key=True)
+    passes = models.PositiveBigIntegerField(default=0)
+    failures = models.PositiveBigIntegerField(default=0)
+    seconds_total = models.FloatField(default=0.0)
+    buckets: models.JSONField[list[int], list[int]] = models.JSONField(default=list)
+    last_finished_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return f"{self.loop}: {self.passes} passes"
+
+
+class KubeApiErrorCount(models.Model):
+    """Failed Kubernetes API calls by status ("500", "409", "connection"...), added up from every process
+    (``scheduling.loops.passes.flush_api_errors``)."""
+
+    status = models.CharField(max_length=16, primary_key=True)
+    count = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.count}"

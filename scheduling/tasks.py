@@ -14,6 +14,7 @@ from scheduling.kube.client import kube
 from scheduling.loops import (
     cycle,
     idle,
+    passes,
     provisioning,
     reconcile,
     runtime_warning,
@@ -56,7 +57,10 @@ def teardown_workspace(workspace_id: int, delete_volume: bool) -> None:
 def reconcile_cluster() -> dict[str, int]:
     # Safe to run concurrently, but two passes at once only double the work.
     with single_flight("reconcile") as acquired:
-        return reconcile.reconcile(kube()) if acquired else {}
+        if not acquired:
+            return {}
+        with passes.timed("reconcile"):
+            return reconcile.reconcile(kube())
 
 
 @shared_task(name=tasknames.COLLECT_TELEMETRY, **RETRY)
@@ -64,8 +68,9 @@ def collect_telemetry() -> int:
     with single_flight("telemetry") as acquired:
         if not acquired:
             return 0
-        collected = telemetry.collect(kube(), timezone.now())
-        idle.apply_idle_rules(timezone.now())  # judged on what was just collected
+        with passes.timed("telemetry"):
+            collected = telemetry.collect(kube(), timezone.now())
+            idle.apply_idle_rules(timezone.now())  # judged on what was just collected
         return collected.samples
 
 

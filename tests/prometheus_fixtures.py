@@ -3,10 +3,12 @@ started per test that asks for it and stopped after."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,6 +36,19 @@ class Prometheus:
                 self.process.wait(timeout=5)
 
 
+def query(server: Prometheus, expr: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """An instant query: each series' labels (without the name and the target's job and instance) and value."""
+    url = f"{server.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
+        body = json.load(response)
+    assert body["status"] == "success", body
+    own = ("__name__", "job", "instance")
+    return {
+        tuple(sorted((k, v) for k, v in row["metric"].items() if k not in own)): float(row["value"][1])
+        for row in body["data"]["result"]
+    }
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -51,15 +66,19 @@ def _ready(url: str) -> bool:
 
 @pytest.fixture
 def prometheus(tmp_path: Path) -> Iterator[Callable[[str], Prometheus]]:
-    """Start Prometheus scraping `target` (host:port, path /metrics) every second; answers its handle."""
+    """Start Prometheus scraping `target` (host:port, path /metrics) every second, with a bearer token if
+    given; answers its handle."""
     if not PROMETHEUS.exists():
         pytest.fail(f"{PROMETHEUS} is missing: install Debian's prometheus package (.ci/run does).")
     started: list[Prometheus] = []
 
-    def start(target: str) -> Prometheus:
+    def start(target: str, *, job: str = "dcgm-exporter", bearer_token: str | None = None) -> Prometheus:
+        scrape: dict[str, object] = {"job_name": job, "static_configs": [{"targets": [target]}]}
+        if bearer_token is not None:
+            scrape["authorization"] = {"type": "Bearer", "credentials": bearer_token}
         config = {
             "global": {"scrape_interval": f"{SCRAPE_INTERVAL_S}s", "scrape_timeout": f"{SCRAPE_INTERVAL_S}s"},
-            "scrape_configs": [{"job_name": "dcgm-exporter", "static_configs": [{"targets": [target]}]}],
+            "scrape_configs": [scrape],
         }
         (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
         url = f"http://127.0.0.1:{_free_port()}"

@@ -19,6 +19,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -66,10 +68,27 @@ def _status_body(exc: ApiException) -> JSON:
     return parsed if isinstance(parsed, dict) else {}
 
 
+# Failed calls by status since the last take_api_errors(), in this process ("0": refused before sending;
+# "connection": no answer). The loops add them to the database (scheduling.loops.passes), for /metrics.
+_api_errors: Counter[str] = Counter()
+_api_errors_lock = threading.Lock()
+
+
+def take_api_errors() -> dict[str, int]:
+    """The failures counted since the last call, and start counting afresh."""
+    with _api_errors_lock:
+        taken = dict(_api_errors)
+        _api_errors.clear()
+    return taken
+
+
 def classify(exc: BaseException) -> KubeError:
-    """The portal's view of a failure from the client, urllib3 or the socket layer."""
+    """The portal's view of a failure from the client, urllib3 or the socket layer (and counted)."""
     if isinstance(exc, KubeError):
         return exc
+    label = str(int(exc.status or 0)) if isinstance(exc, ApiException) else "connection"
+    with _api_errors_lock:
+        _api_errors[label] += 1
     if isinstance(exc, ApiException):
         status = int(exc.status or 0)
         body = _status_body(exc)

@@ -26,7 +26,7 @@ from scheduling.engine.admission import AdmissionState, Preempt, Wait, WaitReaso
 from scheduling.engine.quota import QuotaConfig, Workload
 from scheduling.inventory import Capacity
 from scheduling.kube.calls import Kube
-from scheduling.loops import tasknames
+from scheduling.loops import passes, tasknames
 from scheduling.loops.locks import single_flight
 from scheduling.loops.provisioning import request_teardown
 from scheduling.quota import fair_share as decayed_usage
@@ -219,38 +219,44 @@ def run_cycle(kube: Kube) -> int:
         if not acquired:
             log.info("scheduling cycle skipped: another one is running")
             return 0
-        now = timezone.now()
-        expire_notices(now)
-        holding = Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES)
-        active = list(holding.select_related("offering", "team").defer(*UNUSED))
-        admitted = [workload_of(w) for w in active if is_gpu(w)]
-        usage = decayed_usage.advance(admitted, now)  # every cycle, so history accrues while the queue is empty
-        queued = list(
-            Workspace.objects.filter(state=State.QUEUED)
-            .select_related("offering", "team", "owner")
-            .defer(*UNUSED)
-            .order_by("created_at", "id")
+        with passes.timed("scheduling_cycle"):
+            return _cycle(kube)
+
+
+def _cycle(kube: Kube) -> int:
+    """One cycle, under the lock."""
+    now = timezone.now()
+    expire_notices(now)
+    holding = Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES)
+    active = list(holding.select_related("offering", "team").defer(*UNUSED))
+    admitted = [workload_of(w) for w in active if is_gpu(w)]
+    usage = decayed_usage.advance(admitted, now)  # every cycle, so history accrues while the queue is empty
+    queued = list(
+        Workspace.objects.filter(state=State.QUEUED)
+        .select_related("offering", "team", "owner")
+        .defer(*UNUSED)
+        .order_by("created_at", "id")
+    )
+    if not queued:
+        return 0
+    nodes = kube.list("Node", None, "")
+    capacity = Capacity.from_objects(nodes, kube.list("Pod", None, ""))
+    # Admitted workspaces whose pods are not on a node yet hold their room: on their pinned node, or
+    # wherever the engine would put them (unpinned after the cluster disagreed, or spread jobs).
+    for pending in active:
+        if pending.state in (State.ADMITTED, State.PROVISIONING) and pending.pk not in capacity.bound:
+            demand = demand_of(pending)
+            if not (pending.pinned_node and capacity.reserve(demand, pending.pinned_node)):
+                capacity.place(demand)
+    config = quota_config(capacity.by_model)
+    by_id = {str(w.pk): w for w in [*queued, *active]}
+    # One transaction: the quota rows of the queued teams stay locked while the cycle admits against
+    # the quotas, and the provisioning tasks go out when it commits.
+    with transaction.atomic():
+        quotas = QuotaSnapshot.read({w.team_id for w in queued}, lock=True)
+        count = _admit_gpu_queue(
+            [w for w in queued if is_gpu(w)], admitted, config, usage, capacity, quotas, by_id, now
         )
-        if not queued:
-            return 0
-        nodes = kube.list("Node", None, "")
-        capacity = Capacity.from_objects(nodes, kube.list("Pod", None, ""))
-        # Admitted workspaces whose pods are not on a node yet hold their room: on their pinned node, or
-        # wherever the engine would put them (unpinned after the cluster disagreed, or spread jobs).
-        for pending in active:
-            if pending.state in (State.ADMITTED, State.PROVISIONING) and pending.pk not in capacity.bound:
-                demand = demand_of(pending)
-                if not (pending.pinned_node and capacity.reserve(demand, pending.pinned_node)):
-                    capacity.place(demand)
-        config = quota_config(capacity.by_model)
-        by_id = {str(w.pk): w for w in [*queued, *active]}
-        # One transaction: the quota rows of the queued teams stay locked while the cycle admits against
-        # the quotas, and the provisioning tasks go out when it commits.
-        with transaction.atomic():
-            quotas = QuotaSnapshot.read({w.team_id for w in queued}, lock=True)
-            count = _admit_gpu_queue(
-                [w for w in queued if is_gpu(w)], admitted, config, usage, capacity, quotas, by_id, now
-            )
-            count += sum(admit_one(w, capacity, quotas=quotas) for w in queued if not is_gpu(w))
-        log.info("scheduling cycle admitted %d of %d queued workspaces", count, len(queued))
-        return count
+        count += sum(admit_one(w, capacity, quotas=quotas) for w in queued if not is_gpu(w))
+    log.info("scheduling cycle admitted %d of %d queued workspaces", count, len(queued))
+    return count

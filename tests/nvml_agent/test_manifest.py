@@ -10,7 +10,7 @@ import yaml
 
 from scheduling.nvml_agent.__main__ import _arguments
 
-MANIFEST = Path(__file__).parents[2] / "docker" / "nvml-agent-daemonset.yaml"
+MANIFEST = Path(__file__).parents[2] / "deploy" / "components" / "nvml-agent" / "daemonset.yaml"
 
 
 def test_manifest():

@@ -1,0 +1,149 @@
+"""What the portal holds right now, read from the database (and the broker) at scrape time: a few
+grouped queries, none per workspace.
+
+- The queue per GPU model and team: requests and the age of the oldest (since it last entered the queue).
+- Requests waiting *within quota*: their team's guaranteed GPU-equivalents of the model cover what the team
+  holds plus the request, so capacity, not quota, holds them back (what an operator must act on).
+- Demand (held plus queued GPU-equivalents) per model, against the fleet's capacity: contention.
+- Allocated GPU-equivalents per model and team (the pods the usage ledger sees running) and active ones
+  (the same weighted by each workspace's latest GPU activity sample); borrowed ones (beyond guarantee).
+- Budgets: the share of each team's monthly budget spent.
+- The loops (passes, seconds, last success) and failed Kubernetes API calls, as the workers recorded them.
+- Celery's queues: messages waiting in the broker.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import DateTimeField, F, OuterRef, Subquery, Sum
+from django.db.models.functions import Coalesce
+
+from portal.billing import budgets
+from portal.billing.models import CapacityInterval, UsageInterval
+from portal.celery import app as celery_app
+from portal.metrics.events import model_label
+from portal.models import Team
+from portal.queue import control_queue
+from scheduling.models import ActivitySample, KubeApiErrorCount, LoopStat, TeamQuota
+from workspaces.models import Workspace, WorkspaceEvent
+
+
+@dataclass(frozen=True)
+class Waiting:
+    requests: int
+    oldest_seconds: float
+
+
+def _queued_since() -> Coalesce:
+    entered = (
+        WorkspaceEvent.objects.filter(workspace=OuterRef("pk"), to_state=Workspace.State.QUEUED)
+        .exclude(from_state=Workspace.State.QUEUED)
+        .order_by("-id")
+        .values("at")[:1]
+    )
+    return Coalesce(Subquery(entered, output_field=DateTimeField()), F("created_at"), output_field=DateTimeField())
+
+
+def queue(now: datetime) -> tuple[dict[tuple[str, str], Waiting], dict[str, Waiting], dict[str, float]]:
+    """(per (gpu_model, team): waiting; per gpu_model: waiting within quota; per gpu_model: queued GPU-eq)."""
+    rows = (
+        Workspace.objects.filter(state=Workspace.State.QUEUED)
+        .annotate(since=_queued_since())
+        .values_list("team_id", "team__slug", "offering__gpu_model", "gpu_equivalents", "since")
+    )
+    held: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
+    for team_id, gpu_model, amount in (
+        Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES)
+        .values("team_id", "offering__gpu_model")
+        .annotate(amount=Sum("gpu_equivalents"))
+        .values_list("team_id", "offering__gpu_model", "amount")
+    ):
+        held[(team_id, gpu_model)] = amount or Decimal(0)
+    guaranteed = {(q.team_id, q.flavour): q.guaranteed for q in TeamQuota.objects.all()}
+    per_team: dict[tuple[str, str], list[float]] = defaultdict(list)
+    within: dict[str, list[float]] = defaultdict(list)
+    demand: dict[str, float] = defaultdict(float)
+    for team_id, team_slug, gpu_model, amount, since in rows:
+        age = max(0.0, (now - since).total_seconds())
+        per_team[(model_label(gpu_model), team_slug)].append(age)
+        demand[model_label(gpu_model)] += float(amount)
+        if gpu_model and held[(team_id, gpu_model)] + amount <= guaranteed.get((team_id, gpu_model), Decimal(0)):
+            within[gpu_model].append(age)
+    return (
+        {key: Waiting(len(ages), max(ages)) for key, ages in per_team.items()},
+        {key: Waiting(len(ages), max(ages)) for key, ages in within.items()},
+        dict(demand),
+    )
+
+
+def held(now: datetime) -> dict[str, dict[tuple[str, str], float]]:
+    """Per (gpu_model, team): GPU-equivalents ``allocated``, ``measured`` (of pods with a recent GPU sample:
+    missing telemetry must not look idle), ``active`` (those weighted by their activity) and ``borrowed``."""
+    fresh = now - timedelta(seconds=3 * settings.TELEMETRY_INTERVAL_SECONDS)
+    latest = (
+        ActivitySample.objects.filter(workspace=OuterRef("workspace_id"), hourly=False, at__gte=fresh)
+        .exclude(gpu_active=None)
+        .order_by("-at")
+        .values("gpu_active")[:1]
+    )
+    figures: dict[str, dict[tuple[str, str], float]] = {"allocated": {}, "measured": {}, "active": {}, "borrowed": {}}
+    rows = (
+        UsageInterval.objects.filter(ended_at__isnull=True)
+        .annotate(activity=Subquery(latest))
+        .values_list("gpu_model", "team__slug", "gpu_equivalents", "activity", "workspace__borrowing")
+    )
+    for gpu_model, team, amount, activity, borrowing in rows:
+        key = (gpu_model, team)
+        figures["allocated"][key] = figures["allocated"].get(key, 0.0) + float(amount)
+        if activity is not None:
+            figures["measured"][key] = figures["measured"].get(key, 0.0) + float(amount)
+            figures["active"][key] = figures["active"].get(key, 0.0) + float(amount) * activity
+        if borrowing:
+            figures["borrowed"][key] = figures["borrowed"].get(key, 0.0) + float(amount)
+    return figures
+
+
+def capacity() -> dict[str, int]:
+    return dict(CapacityInterval.objects.filter(ended_at__isnull=True).values_list("gpu_model", "gpus"))
+
+
+def budget_shares(now: datetime) -> dict[str, float]:
+    """Per team slug: the share of its monthly budget spent so far (1.0 = exhausted)."""
+    statuses = budgets.statuses(now)
+    slugs = dict(Team.objects.filter(pk__in=statuses).values_list("pk", "slug"))
+    return {slugs[team_id]: status.share for team_id, status in statuses.items() if team_id in slugs}
+
+
+def loops() -> list[LoopStat]:
+    return list(LoopStat.objects.order_by("loop"))
+
+
+def api_errors() -> dict[str, int]:
+    return dict(KubeApiErrorCount.objects.values_list("status", "count"))
+
+
+def broker_queues() -> dict[str, int | None]:
+    """Messages waiting in each of the portal's Celery queues (None: the broker did not answer)."""
+    names = [settings.CELERY_TASK_DEFAULT_QUEUE, control_queue(settings.CELERY_TASK_DEFAULT_QUEUE)]
+    depths: dict[str, int | None] = {}
+    try:
+        with celery_app.connection_for_read() as conn:
+            conn.ensure_connection(max_retries=1, timeout=celery_app.conf.broker_connection_timeout)
+            channel = conn.channel()
+            try:
+                for name in names:
+                    try:
+                        declared = channel.queue_declare(queue=name, passive=True)  # type: ignore[attr-defined]
+                        depths[name] = int(declared.message_count)
+                    except Exception:  # a queue nobody declared yet holds nothing
+                        depths[name] = 0
+            finally:
+                channel.close()
+    except Exception:  # the broker down is a figure (absent), not a failed scrape
+        return dict.fromkeys(names)
+    return depths
