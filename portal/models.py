@@ -197,7 +197,9 @@ class AuditEvent(models.Model):
         )
 
 
-# Billing models live in their own package; imported here so Django registers them with this app.
+# Billing (and alert) models live in their own packages; imported here so Django registers them with this app.
+from portal.alerts.models import OpsAlert as OpsAlert  # noqa: E402
+from portal.alerts.models import OpsAlertNotice as OpsAlertNotice  # noqa: E402
 from portal.billing.models import Budget as Budget  # noqa: E402
 from portal.billing.models import BudgetAlert as BudgetAlert  # noqa: E402
 from portal.billing.models import CapacityInterval as CapacityInterval  # noqa: E402

@@ -8,6 +8,8 @@ from typing import Any
 
 from django.urls import reverse
 
+from portal.alerts.access import sees_alerts
+
 
 @dataclass(frozen=True)
 class NavItem:
@@ -48,6 +50,7 @@ MENU: tuple[NavItem, ...] = (
     NavItem("teams", "Teams", "teams", _sees_teams),
     NavItem("chargeback", "Chargeback", "chargeback", _finance),
     NavItem("cluster", "Cluster", "cluster", _operator),
+    NavItem("alerts", "Alerts", "alerts", sees_alerts),
     NavItem("api", "API", "api-docs", _anyone),
     NavItem("admin", "Admin", "admin:index", _staff),
 )

@@ -374,6 +374,8 @@ ALERT_KUBE_API_ERRORS_PER_MINUTE = env_float(
     "ALERT_KUBE_API_ERRORS_PER_MINUTE", _ALERTS.kube_api_errors_per_minute, minimum=0.1
 )
 ALERT_BUDGET_USED_RATIO = env_float("ALERT_BUDGET_USED_RATIO", _ALERTS.budget_used_ratio, minimum=0.01)
+# How often the worker checks the in-portal alerts against those thresholds (docs/alerts.md).
+ALERT_CHECK_SECONDS = env_float("ALERT_CHECK_SECONDS", 60.0, minimum=10.0)
 # How long kube-scheduler may refuse a pod pinned by the placement engine before the portal unpins it.
 PLACEMENT_GRACE_SECONDS = env_float("PLACEMENT_GRACE_SECONDS", 10.0, minimum=0.0)
 # The control loops (scheduling cycle, reconcile) have a queue of their own next to the default one, so
@@ -390,6 +392,7 @@ CELERY_BEAT_SCHEDULE = beat_schedule(
     reconcile_interval=RECONCILE_INTERVAL_SECONDS,
     telemetry_interval=TELEMETRY_INTERVAL_SECONDS,
     budget_interval=BILLING_BUDGET_CHECK_SECONDS,
+    alert_interval=ALERT_CHECK_SECONDS,
 )
 
 # Notifications (workspaces/notifications/, docs/notifications.md). Mail goes through Django's mail framework:

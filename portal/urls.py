@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import health, views
+from portal.alerts import views as alerts_views
 from portal.billing import views as billing_views
 from portal.metrics import views as metrics_views
 from portal.sso import views as sso_views
@@ -28,6 +29,7 @@ urlpatterns = [
     path("chargeback/budgets/", billing_views.budgets_page, name="chargeback-budgets"),
     path("cluster/", scheduling_views.cluster_page, name="cluster"),
     path("cluster/utilisation/", scheduling_views.utilisation_page, name="utilisation"),
+    path("alerts/", alerts_views.alerts_page, name="alerts"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics_views.metrics, name="metrics"),

@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from portal import access
+from portal.alerts.views import live_stalls
 from portal.billing import charts as billing_charts
 from portal.http import AuthenticatedRequest
 from portal.models import Team
@@ -206,6 +207,8 @@ def cluster_page(request: AuthenticatedRequest) -> HttpResponse:
         "activity": sorted(activity.active_by_model(timezone.now()).items()),
         "caps": DepartmentCap.objects.select_related("department"),
         "error": error,
+        # Live, not from the worker's alert check: a dead worker does not report itself stalled.
+        "stalls": live_stalls(),
     }
     return render(request, "scheduling/cluster.html", context)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from portal.tasks import DELIVER_BUDGET_ALERT
+from portal.tasknames import DELIVER_BUDGET_ALERT, DELIVER_OPS_ALERT
 from workspaces.notifications import delivery
 from workspaces.notifications.dispatch import DELIVER_TASK
 
@@ -24,6 +24,12 @@ def deliver_notifications(self: Task[Any, Any], event_id: int) -> dict[str, Any]
 def deliver_budget_alert(self: Task[Any, Any], alert_id: int) -> dict[str, Any]:
     """Enqueued by ``billing.check_budgets`` (portal/tasks.py) for each alert it records."""
     return _done_or_retry(self, delivery.deliver_budget_alert(alert_id))
+
+
+@shared_task(name=DELIVER_OPS_ALERT, bind=True, max_retries=None)
+def deliver_ops_alert(self: Task[Any, Any], notice_id: int) -> dict[str, Any]:
+    """Enqueued by ``alerts.check`` (portal/tasks.py) for each alert that fired or resolved."""
+    return _done_or_retry(self, delivery.deliver_ops_alert(notice_id))
 
 
 def _done_or_retry(task: Task[Any, Any], outcome: delivery.Outcome) -> dict[str, Any]:

@@ -56,7 +56,8 @@ class PortalCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = self.now
-        per_team, within, queued_demand = gauges.queue(now)
+        queued = gauges.queue(now)
+        per_team, within, queued_demand = queued.per_team, queued.within_per_model(), queued.demand
         requests = GaugeMetricFamily(
             "gpu_portal_queue_requests", "Workspaces waiting in the queue.", labels=["gpu_model", "team"]
         )

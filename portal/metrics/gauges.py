@@ -15,6 +15,7 @@ grouped queries, none per workspace.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -27,16 +28,11 @@ from portal.billing import budgets
 from portal.billing.models import CapacityInterval, UsageInterval
 from portal.celery import app as celery_app
 from portal.metrics.events import model_label
+from portal.metrics.figures import Waiting
 from portal.models import Team
 from portal.queue import control_queue
 from scheduling.models import ActivitySample, KubeApiErrorCount, LoopStat, TeamQuota
 from workspaces.models import Workspace, WorkspaceEvent
-
-
-@dataclass(frozen=True)
-class Waiting:
-    requests: int
-    oldest_seconds: float
 
 
 def _queued_since() -> Coalesce:
@@ -49,36 +45,63 @@ def _queued_since() -> Coalesce:
     return Coalesce(Subquery(entered, output_field=DateTimeField()), F("created_at"), output_field=DateTimeField())
 
 
-def queue(now: datetime) -> tuple[dict[tuple[str, str], Waiting], dict[str, Waiting], dict[str, float]]:
-    """(per (gpu_model, team): waiting; per gpu_model: waiting within quota; per gpu_model: queued GPU-eq)."""
-    rows = (
+Queued = tuple[int, str | None, Decimal, datetime]  # team id, gpu_model, GPU-equivalents, queued since
+
+
+@dataclass(frozen=True)
+class Queue:
+    per_team: dict[tuple[str, str], Waiting]  # (gpu_model label, team slug): everything queued
+    within: dict[tuple[str, int], Waiting]  # (gpu_model, team id): queued within the team's guarantee
+    demand: dict[str, float]  # gpu_model label: queued GPU-equivalents
+
+    def within_per_model(self) -> dict[str, Waiting]:
+        merged: dict[str, Waiting] = {}
+        for (gpu_model, _team), waiting in self.within.items():
+            have = merged.get(gpu_model, Waiting(0, 0.0))
+            merged[gpu_model] = Waiting(
+                have.requests + waiting.requests, max(have.oldest_seconds, waiting.oldest_seconds)
+            )
+        return merged
+
+
+def within_quota(
+    queued: Iterable[Queued],
+    held: Mapping[tuple[int, str], Decimal],
+    guaranteed: Mapping[tuple[int, str], Decimal],
+    now: datetime,
+) -> dict[tuple[str, int], Waiting]:
+    """Per (gpu_model, team): the queued requests that fit the team's guarantee on top of what it holds
+    (each on its own: capacity, not quota, holds it back). Pure."""
+    ages: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for team_id, gpu_model, amount, since in queued:
+        room = guaranteed.get((team_id, gpu_model or ""), Decimal(0)) - held.get((team_id, gpu_model or ""), Decimal(0))
+        if gpu_model and amount <= room:
+            ages[(gpu_model, team_id)].append(max(0.0, (now - since).total_seconds()))
+    return {key: Waiting(len(found), max(found)) for key, found in ages.items()}
+
+
+def queue(now: datetime) -> Queue:
+    """The queue now: three grouped queries."""
+    rows = list(
         Workspace.objects.filter(state=Workspace.State.QUEUED)
         .annotate(since=_queued_since())
         .values_list("team_id", "team__slug", "offering__gpu_model", "gpu_equivalents", "since")
     )
-    held: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
-    for team_id, gpu_model, amount in (
-        Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES)
+    held = {
+        (team_id, gpu_model): amount or Decimal(0)
+        for team_id, gpu_model, amount in Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES)
         .values("team_id", "offering__gpu_model")
         .annotate(amount=Sum("gpu_equivalents"))
         .values_list("team_id", "offering__gpu_model", "amount")
-    ):
-        held[(team_id, gpu_model)] = amount or Decimal(0)
+    }
     guaranteed = {(q.team_id, q.flavour): q.guaranteed for q in TeamQuota.objects.all()}
     per_team: dict[tuple[str, str], list[float]] = defaultdict(list)
-    within: dict[str, list[float]] = defaultdict(list)
     demand: dict[str, float] = defaultdict(float)
-    for team_id, team_slug, gpu_model, amount, since in rows:
-        age = max(0.0, (now - since).total_seconds())
-        per_team[(model_label(gpu_model), team_slug)].append(age)
+    for _team_id, team_slug, gpu_model, amount, since in rows:
+        per_team[(model_label(gpu_model), team_slug)].append(max(0.0, (now - since).total_seconds()))
         demand[model_label(gpu_model)] += float(amount)
-        if gpu_model and held[(team_id, gpu_model)] + amount <= guaranteed.get((team_id, gpu_model), Decimal(0)):
-            within[gpu_model].append(age)
-    return (
-        {key: Waiting(len(ages), max(ages)) for key, ages in per_team.items()},
-        {key: Waiting(len(ages), max(ages)) for key, ages in within.items()},
-        dict(demand),
-    )
+    within = within_quota(((t, m, a, since) for t, _slug, m, a, since in rows), held, guaranteed, now)
+    return Queue({key: Waiting(len(ages), max(ages)) for key, ages in per_team.items()}, within, dict(demand))
 
 
 def held(now: datetime) -> dict[str, dict[tuple[str, str], float]]:

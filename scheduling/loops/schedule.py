@@ -6,7 +6,8 @@
   ``TELEMETRY_INTERVAL_SECONDS`` (30 s; ``loops/telemetry.py``), and every hour the compaction of old
   samples into hourly rows and their expiry (``loops/telemetry_retention.py``), and every minute the warning
   of workspaces near their runtime limit (``loops/runtime_warning.py``), and every
-  ``BILLING_BUDGET_CHECK_SECONDS`` (300 s) the teams' budget thresholds (``portal/tasks.py``). Each entry
+  ``BILLING_BUDGET_CHECK_SECONDS`` (300 s) the teams' budget thresholds (``portal/tasks.py``), and every
+  ``ALERT_CHECK_SECONDS`` (60 s) the operators' and leads' alerts (``portal/alerts/record.py``). Each entry
   expires if not started within two periods (telemetry within one), so a busy worker skips stale runs
   instead of queueing them in front of provisioning.
 - Inside those: every cycle stops borrowers whose preemption notice ran out and ages the fair-share usage;
@@ -27,9 +28,20 @@ from scheduling.loops import tasknames
 
 
 def beat_schedule(
-    *, scheduling_interval: float, reconcile_interval: float, telemetry_interval: float, budget_interval: float = 300.0
+    *,
+    scheduling_interval: float,
+    reconcile_interval: float,
+    telemetry_interval: float,
+    budget_interval: float = 300.0,
+    alert_interval: float = 60.0,
 ) -> dict[str, dict[str, Any]]:
     return {
+        # Operators' and leads' alerts (portal/tasks.py): their ``for`` periods are minutes, so is this.
+        "alert-check": {
+            "task": "alerts.check",
+            "schedule": alert_interval,
+            "options": {"expires": alert_interval},
+        },
         # Budget thresholds (portal/tasks.py): spend moves by the minute, a warning within minutes is on time.
         "budget-check": {
             "task": "billing.check_budgets",

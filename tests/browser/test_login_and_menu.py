@@ -14,9 +14,9 @@ PASSWORDS = {person.username: person.password for person in PEOPLE}
 
 MENUS = {
     "alice": ["home", "workspaces", "queue", "teams", "api"],
-    "lena": ["home", "workspaces", "queue", "teams", "api"],
+    "lena": ["home", "workspaces", "queue", "teams", "alerts", "api"],
     "fiona": ["home", "teams", "chargeback", "api"],
-    "oscar": ["home", "workspaces", "queue", "teams", "chargeback", "cluster", "api", "admin"],
+    "oscar": ["home", "workspaces", "queue", "teams", "chargeback", "cluster", "alerts", "api", "admin"],
 }
 
 

@@ -47,8 +47,8 @@ def test_it_classifies_events(event: Event, kind: Kind | None) -> None:
     assert classify(event) == kind
 
 
-def test_email_is_on_by_default_for_all_but_started() -> None:
-    assert set(DEFAULT_EMAIL_KINDS) == set(Kind.values) - {Kind.STARTED}
+def test_email_is_on_by_default_for_all_but_started_and_operations_warnings() -> None:
+    assert set(DEFAULT_EMAIL_KINDS) == set(Kind.values) - {Kind.STARTED, Kind.OPS_WARNING}
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
-"""What the delivery tasks do for one event or one budget alert: a row per recipient, then email and webhook
-per their choices.
+"""What the delivery tasks do for one event, one budget alert or one operations alert's notice: a row per
+recipient, then email and webhook per their choices.
 
 Idempotent per (event or alert, recipient, channel): the row is unique per event (alert) and recipient, and
 each channel is
@@ -21,13 +21,17 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db.models import F, QuerySet
 from django.urls import reverse
+from django.utils import timezone
 
+from portal.alerts.conditions import duration
+from portal.alerts.kinds import KINDS as ALERT_KINDS
+from portal.alerts.models import OpsAlertNotice
 from portal.billing.budgets import BudgetStatus, forecast
 from portal.billing.models import Budget, BudgetAlert
-from portal.models import Membership, User
+from portal.models import Membership, OrgRole, User
 from workspaces.models import WorkspaceEvent
-from workspaces.notifications.kinds import BUDGET_MEMBERS_FROM, LEADS_TOO, Kind, classify
-from workspaces.notifications.messages import Message, compose, compose_budget, webhook_payload
+from workspaces.notifications.kinds import BUDGET_MEMBERS_FROM, LEADS_TOO, Kind, classify, ops_kind
+from workspaces.notifications.messages import Message, compose, compose_budget, compose_ops_alert, webhook_payload
 from workspaces.notifications.models import Delivery, Notification, NotificationPreference
 
 log = logging.getLogger(__name__)
@@ -63,6 +67,20 @@ def budget_recipients(alert: BudgetAlert) -> list[User]:
     if alert.threshold < BUDGET_MEMBERS_FROM:
         memberships = memberships.filter(role=Membership.Role.LEAD)
     return list(User.objects.filter(pk__in=memberships.values("user_id"), is_active=True).order_by("pk"))
+
+
+def ops_recipients(notice: OpsAlertNotice) -> list[User]:
+    """Per the alert's kind (``portal.alerts.kinds``): the operators, and for a team's alert its leads. Only
+    people who can still sign in."""
+    alert = notice.alert
+    kind = ALERT_KINDS[alert.kind]
+    ids: set[int] = set()
+    if kind.operators:
+        ids.update(OrgRole.objects.filter(role=OrgRole.Role.OPERATOR).values_list("user_id", flat=True))
+    if kind.leads and alert.team_id is not None:
+        leads = Membership.objects.filter(team_id=alert.team_id, role=Membership.Role.LEAD)
+        ids.update(leads.values_list("user_id", flat=True))
+    return list(User.objects.filter(pk__in=ids, is_active=True).order_by("pk"))
 
 
 def absolute(path: str) -> str:
@@ -119,6 +137,29 @@ def deliver_budget_alert(alert_id: int) -> Outcome:
     return _deliver(budget_recipients(alert), Kind.BUDGET, message, link, of={"budget_alert": alert})
 
 
+def deliver_ops_alert(notice_id: int) -> Outcome:
+    """Tell an alert's recipients that it fired (or resolved), in the words and figures of the notice."""
+    notice = OpsAlertNotice.objects.select_related("alert__team").filter(pk=notice_id).first()
+    if notice is None:
+        return Outcome()  # the alert (its team) was deleted meanwhile
+    alert = notice.alert
+    link = absolute(reverse("alerts"))
+    message = compose_ops_alert(
+        label=ALERT_KINDS[alert.kind].label,
+        severity=alert.severity,
+        change=notice.change,
+        message=notice.message,
+        scope=alert.team.name if alert.team is not None else None,
+        firing_for=duration((notice.at - notice.episode).total_seconds()),
+        link=link,
+        settings_link=absolute(reverse("notification-settings")),
+    )
+    outcome = _deliver(ops_recipients(notice), ops_kind(alert.severity), message, link, of={"ops_notice": notice})
+    # The rows are made: the check need not enqueue this notice again (failed channels retry on their own).
+    OpsAlertNotice.objects.filter(pk=notice.pk, delivered_at__isnull=True).update(delivered_at=timezone.now())
+    return outcome
+
+
 def _deliver(
     users: list[User],
     kind: str,
@@ -128,7 +169,8 @@ def _deliver(
     of: dict[str, Any],
     extra: dict[str, Any] | None = None,
 ) -> Outcome:
-    """A row per recipient for the thing ``of`` names (``{"event": ...}`` or ``{"budget_alert": ...}``), then
+    """A row per recipient for the thing ``of`` names (``{"event": ...}``, ``{"budget_alert": ...}`` or
+    ``{"ops_notice": ...}``), then
     each channel owed; ``retry`` says whether a failed channel of any of its rows has attempts left."""
     outcome = Outcome()
     for user in users:

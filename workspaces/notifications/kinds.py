@@ -2,8 +2,10 @@
 
 Every state change and note is a ``WorkspaceEvent`` (``workspaces/transitions.py``); a notification is one of
 those events that matters to a person. Recognising them here, from the event alone, keeps the loops that
-write events unaware of notifications. One kind is not a workspace event: ``budget``, a threshold of a team's
-monthly budget crossed (``portal.billing.models.BudgetAlert``), which the classifier never returns.
+write events unaware of notifications. Three kinds are not workspace events, and the classifier never returns
+them: ``budget``, a threshold of a team's monthly budget crossed (``portal.billing.models.BudgetAlert``), and
+``ops_critical`` / ``ops_warning``, an operators' or leads' alert fired or resolved
+(``portal.alerts.models.OpsAlertNotice``).
 """
 
 from __future__ import annotations
@@ -23,11 +25,16 @@ class Kind(models.TextChoices):
     FAILED = "failed", "Failed"
     POSSIBLY_STUCK = "possibly_stuck", "Possibly stuck"
     BUDGET = "budget", "Team budget"  # a BudgetAlert, not a workspace event (delivery.deliver_budget_alert)
+    # An operators' or leads' alert (portal.alerts OpsAlertNotice; delivery.deliver_ops_alert), by severity.
+    OPS_CRITICAL = "ops_critical", "Operations alert: critical"
+    OPS_WARNING = "ops_warning", "Operations alert: warning"
 
 
 # Email is on by default for everything that asks the person to act or tells them work stopped; a start is
-# seen on the page anyway and would be the noisiest mail. A team budget's thresholds are on too.
-DEFAULT_EMAIL_KINDS: tuple[str, ...] = tuple(k.value for k in Kind if k != Kind.STARTED)
+# seen on the page anyway and would be the noisiest mail. A team budget's thresholds are on too. Of the
+# operations alerts only the critical ones (work stops or guarantees are broken) mail by default; warnings
+# (contention, idle GPUs, long waits) are on the alerts page and in the portal's list.
+DEFAULT_EMAIL_KINDS: tuple[str, ...] = tuple(k.value for k in Kind if k not in (Kind.STARTED, Kind.OPS_WARNING))
 DEFAULT_WEBHOOK_KINDS: tuple[str, ...] = DEFAULT_EMAIL_KINDS
 
 # Kinds a team's leads hear about as well as the owner: a stuck job holds the team's GPUs.
@@ -35,6 +42,14 @@ LEADS_TOO: frozenset[str] = frozenset({Kind.POSSIBLY_STUCK})
 
 # A budget alert goes to the team's leads at every threshold, and from this one on to all its members.
 BUDGET_MEMBERS_FROM = 100
+
+OPS_KINDS: frozenset[str] = frozenset({Kind.OPS_CRITICAL, Kind.OPS_WARNING})
+
+
+def ops_kind(severity: str) -> Kind:
+    """The notification kind of an operations alert of ``severity`` (its Prometheus rule's label)."""
+    return Kind.OPS_CRITICAL if severity == "critical" else Kind.OPS_WARNING
+
 
 # Notes carry what they are in details["event"] (scheduling/loops/idle.py, cycle.py, runtime_warning.py).
 _NOTE_KINDS = {

@@ -76,6 +76,33 @@ def compose_budget(
     )
 
 
+def compose_ops_alert(
+    *,
+    label: str,
+    severity: str,
+    change: str,
+    message: str,
+    scope: str | None,
+    firing_for: str | None,
+    link: str,
+    settings_link: str,
+) -> Message:
+    """The words for an operations alert that fired or resolved (``change``: "fired" or "resolved").
+    ``message`` is the alert's own line with its figures (for a resolution: as it last fired), ``scope`` the
+    team's name or None for the whole portal, ``firing_for`` how long it fired (resolutions only)."""
+    about = f"{label} ({scope})" if scope else label
+    if change == "resolved":
+        text = f"Resolved: {about}, after {firing_for}. It was: {message}" if firing_for else f"Resolved: {about}."
+    else:
+        text = f"{severity.capitalize()}: {about}. {message}"
+    return _message(
+        text,
+        subject=f"{'Resolved' if change == 'resolved' else severity.capitalize()}: {about}",
+        link_line=f"See the alerts: {link}",
+        settings_link=settings_link,
+    )
+
+
 def _message(text: str, *, subject: str, link_line: str, settings_link: str) -> Message:
     text = text.strip()[:TEXT_LIMIT]
     body = f"{text}\n\n{link_line}\n\nChoose which notifications you get by email: {settings_link}\n"

@@ -40,12 +40,13 @@ class NotificationQuerySet(models.QuerySet["Notification"]):
 
 
 # What a listing of notifications joins so that each row's name, team and link cost no query of their own.
-LIST_RELATED = ("workspace__team", "budget_alert__team")
+LIST_RELATED = ("workspace__team", "budget_alert__team", "ops_notice__alert__team")
 
 
 class Notification(models.Model):
     """One notifiable thing for one recipient, with how its email and webhook went: a workspace event
-    (``event`` and its ``workspace``) or a team budget's threshold crossed (``budget_alert``), never both."""
+    (``event`` and its ``workspace``), a team budget's threshold crossed (``budget_alert``) or an operations
+    alert fired or resolved (``ops_notice``): exactly one of them."""
 
     recipient = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
     workspace = models.ForeignKey(
@@ -56,6 +57,9 @@ class Notification(models.Model):
     )
     budget_alert = models.ForeignKey(
         "portal.BudgetAlert", null=True, blank=True, on_delete=models.CASCADE, related_name="notifications"
+    )
+    ops_notice = models.ForeignKey(
+        "portal.OpsAlertNotice", null=True, blank=True, on_delete=models.CASCADE, related_name="notifications"
     )
     kind = models.CharField(max_length=32, choices=Kind.choices)
     text = models.CharField(max_length=600)
@@ -80,10 +84,16 @@ class Notification(models.Model):
                 condition=Q(budget_alert__isnull=False),
                 name="one_notification_per_budget_alert_and_recipient",
             ),
+            models.UniqueConstraint(
+                fields=("ops_notice", "recipient"),
+                condition=Q(ops_notice__isnull=False),
+                name="one_notification_per_ops_notice_and_recipient",
+            ),
             models.CheckConstraint(
-                condition=Q(event__isnull=False, budget_alert__isnull=True)
-                | Q(event__isnull=True, budget_alert__isnull=False),
-                name="notification_of_an_event_or_a_budget_alert",
+                condition=Q(event__isnull=False, budget_alert__isnull=True, ops_notice__isnull=True)
+                | Q(event__isnull=True, budget_alert__isnull=False, ops_notice__isnull=True)
+                | Q(event__isnull=True, budget_alert__isnull=True, ops_notice__isnull=False),
+                name="notification_of_one_event_budget_alert_or_ops_notice",
             ),
         ]
         indexes = [
@@ -98,22 +108,30 @@ class Notification(models.Model):
     @property
     def team(self) -> Any:
         """The team it concerns: the budget's, or the workspace's (select_related ``workspace__team`` and
-        ``budget_alert__team`` to read it without a query per row)."""
+        ``budget_alert__team`` to read it without a query per row); an operations alert's team, if it has one."""
+        if self.ops_notice_id is not None:
+            return self.ops_notice.alert.team if self.ops_notice is not None else None
         if self.budget_alert_id is not None:
             return self.budget_alert.team if self.budget_alert is not None else None
         return self.workspace.team if self.workspace is not None else None
 
     @property
     def subject_name(self) -> str:
-        """What it is about, in a word: the workspace's name, or for a budget the team's."""
+        """What it is about, in a word: the workspace's name, or for a budget the team's; for an operations
+        alert its team's, or "Portal"."""
         if self.workspace is not None:
             return str(self.workspace.name)
+        if self.ops_notice_id is not None and self.team is None:
+            return "Portal"
         team = self.team
         return str(team.name) if team is not None else ""
 
     @property
     def link_path(self) -> str:
-        """Where it leads in the portal: the workspace, or for a budget the team's cost page."""
+        """Where it leads in the portal: the workspace, for a budget the team's cost page, for an operations
+        alert the alerts page."""
+        if self.ops_notice_id is not None:
+            return reverse("alerts")
         if self.budget_alert is not None:
             return reverse("team-costs", args=[self.budget_alert.team_id])
         if self.workspace_id is not None:

@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from portal.alerts.access import sees_alerts
 from portal.http import AuthenticatedRequest
 from workspaces.notifications.forms import PreferenceForm
 from workspaces.notifications.models import LIST_RELATED, Notification, NotificationPreference
@@ -36,7 +37,9 @@ def mark_all_read(request: AuthenticatedRequest) -> HttpResponse:
 def notification_settings(request: AuthenticatedRequest) -> HttpResponse:
     preference = NotificationPreference.for_user(request.user)
     # Bound on every POST, even an empty one (all boxes unticked, no URL): that is a choice too.
-    form = PreferenceForm(request.POST if request.method == "POST" else None, instance=preference)
+    form = PreferenceForm(
+        request.POST if request.method == "POST" else None, instance=preference, ops=sees_alerts(request.user)
+    )
     if request.method == "POST":
         if form.is_valid():
             form.save()
