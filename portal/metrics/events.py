@@ -11,14 +11,15 @@ totals are counted again from the whole log: the same numbers, not a reset.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Count, DateTimeField, DurationField, ExpressionWrapper, F, Max, Min, OuterRef, Q, Subquery
-from django.db.models import Sum as SumOf
+from django.db.models import Count, DateTimeField, F, Max, Min, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
 from workspaces.models import Workspace, WorkspaceEvent
@@ -93,23 +94,26 @@ def count_since(totals: Totals, cutoff: datetime) -> Totals:
     for state, gpu_model, kind, n in grouped:
         key = (state, model_label(gpu_model), kind)
         transitions[key] = transitions.get(key, 0) + n
+    # One row per admission, bucketed here: in SQL the correlated subquery would run once per bucket.
+    admissions = (
+        moves.filter(to_state=Workspace.State.ADMITTED)
+        .annotate(since=_queued_since())
+        .values_list("workspace__offering__gpu_model", "workspace__kind", "workspace__priority", "at", "since")
+    )
+    found: dict[Labels, tuple[list[int], list[float]]] = {}
+    for gpu_model, kind, priority, at, since in admissions.iterator(chunk_size=5000):
+        seconds = max(0.0, (at - since).total_seconds())
+        counts, total = found.setdefault(
+            (model_label(gpu_model), kind, priority), ([0] * (len(WAIT_BUCKETS) + 1), [0.0])
+        )
+        counts[bisect.bisect_left(WAIT_BUCKETS, seconds)] += 1  # the first bound it is within; the end is +Inf
+        total[0] += seconds
     waits = {k: Histogram(list(h.buckets), h.total, h.count) for k, h in totals.waits.items()}
-    admissions = moves.filter(to_state=Workspace.State.ADMITTED).annotate(
-        wait=ExpressionWrapper(F("at") - _queued_since(), output_field=DurationField())
-    )
-    per_bucket = {
-        f"le{i}": Count("id", filter=Q(wait__lte=timedelta(seconds=bound))) for i, bound in enumerate(WAIT_BUCKETS)
-    }
-    rows = admissions.values("workspace__offering__gpu_model", "workspace__kind", "workspace__priority").annotate(
-        n=Count("id"), waited=SumOf("wait"), **per_bucket
-    )
-    for row in rows:
-        key = (model_label(row["workspace__offering__gpu_model"]), row["workspace__kind"], row["workspace__priority"])
-        hist = waits.setdefault(key, Histogram([0] * len(WAIT_BUCKETS)))
-        hist.buckets = [have + row[f"le{i}"] for i, have in enumerate(hist.buckets)]
-        waited: timedelta | None = row["waited"]
-        hist.total += max(0.0, waited.total_seconds()) if waited is not None else 0.0
-        hist.count += row["n"]
+    for labels, (counts, total) in found.items():
+        hist = waits.setdefault(labels, Histogram([0] * len(WAIT_BUCKETS)))
+        hist.buckets = [have + new for have, new in zip(hist.buckets, itertools.accumulate(counts), strict=False)]
+        hist.total += total[0]
+        hist.count += sum(counts)
     return Totals(upto, transitions, waits)
 
 
