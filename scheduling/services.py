@@ -100,14 +100,20 @@ def _names(workspace: Workspace) -> tuple[str, str]:
     return names.namespace_for(workspace.team.slug), names.base_name(spec)
 
 
-def notebook_url(workspace: Workspace, token: str) -> str:
+def notebook_url(workspace: Workspace, token: str) -> str | None:
+    """The link that opens the running notebook; None when no cluster is configured to reach it through."""
     namespace, base = _names(workspace)
     path = notebook_base_url(namespace, base)
     if settings.NOTEBOOK_INGRESS_HOST:
         scheme = "https" if settings.NOTEBOOK_INGRESS_TLS else "http"
         return f"{scheme}://{settings.NOTEBOOK_INGRESS_HOST}{path}?token={token}"
-    host = (settings.NOTEBOOK_PROXY_URL or str(api_client().configuration.host)).rstrip("/")
-    return f"{host}{path}?token={token}"
+    if settings.NOTEBOOK_PROXY_URL:
+        return f"{settings.NOTEBOOK_PROXY_URL.rstrip('/')}{path}?token={token}"
+    try:
+        host = str(api_client().configuration.host)
+    except KubeNotConfigured:  # the page still answers; it has no link to give
+        return None
+    return f"{host.rstrip('/')}{path}?token={token}"
 
 
 def recent_logs(workspace: Workspace, lines: int = 100) -> str:

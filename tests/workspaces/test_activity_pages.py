@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from scheduling.kube.client import reset_client
 from scheduling.models import ActivitySample, TeamPolicy
 from tests.catalogue import install_offerings
 from tests.conftest import Org, api_client_for
@@ -137,3 +138,18 @@ def test_cluster_page_and_api_show_allocated_against_active(org: Org, notebook: 
         0.5 * float(notebook.gpu_equivalents), abs=1e-3
     )
     assert api_client_for(org.lead).get("/api/v1/cluster/activity/").status_code == 403
+
+
+def test_a_running_notebook_without_a_cluster_to_link_through_shows_no_link(
+    org: Org, notebook: Workspace, settings
+) -> None:
+    settings.NOTEBOOK_PROXY_URL = ""
+    settings.NOTEBOOK_INGRESS_HOST = ""
+    settings.KUBECONFIG = ""
+    settings.KUBE_IN_CLUSTER = False
+    reset_client()
+    response = client_for(org.member).get(f"/workspaces/{notebook.pk}/")
+    assert response.status_code == 200
+    assert 'id="open-notebook"' not in response.content.decode()
+    api = api_client_for(org.member).get(f"/api/v1/workspaces/{notebook.pk}/")
+    assert api.status_code == 200 and api.json()["notebook_url"] is None
