@@ -67,7 +67,7 @@ from portal.billing.ledger import pod_rate, zone
 from portal.billing.models import CapacityInterval, ClosedMonth, RateCardEntry, UsageInterval
 from portal.billing.rates import MODEL_PRICE, Price, RateCard, shape_key
 from portal.models import Department, Membership, OrgRole, Team, User
-from scheduling.discovery import propose_offerings
+from scheduling.benchmarks.cycle import install_offerings
 from scheduling.simcluster.node_objects import build_cluster_nodes
 from scheduling.simcluster.nodes import default_cluster_file, load_cluster_file
 from workspaces.models import GpuOffering, Workspace
@@ -315,13 +315,7 @@ class World:
 def demo_offerings() -> list[GpuOffering]:
     """The demo catalogue, as ``seed_demo``/the tests install it, under the benchmark's slugs."""
     nodes = build_cluster_nodes(load_cluster_file(default_cluster_file()), created="2026-01-01T00:00:00Z")
-    rows = []
-    for proposal in propose_offerings(nodes):
-        fields = asdict(proposal)
-        fields.pop("nodes")
-        fields["slug"] = f"{PREFIX}-{proposal.slug}"[:40]
-        rows.append(GpuOffering(**fields))
-    return GpuOffering.objects.bulk_create(rows)
+    return install_offerings(nodes, PREFIX)
 
 
 def build_world(scenario: Scenario, rng: random.Random) -> World:

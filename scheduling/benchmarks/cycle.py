@@ -259,12 +259,13 @@ def _flavour_capacity(nodes: Objects) -> dict[str, int]:
     return dict(capacity)
 
 
-def _install_offerings(nodes: Objects) -> list[GpuOffering]:
+def install_offerings(nodes: Objects, prefix: str = PREFIX) -> list[GpuOffering]:
+    """The offerings discovery proposes for ``nodes``, under a benchmark's slug prefix."""
     rows = []
     for proposal in propose_offerings(nodes):
         fields = asdict(proposal)
         fields.pop("nodes")
-        fields["slug"] = f"{PREFIX}-{proposal.slug}"[:40]
+        fields["slug"] = f"{prefix}-{proposal.slug}"[:40]
         rows.append(GpuOffering(**fields))
     return GpuOffering.objects.bulk_create(rows)
 
@@ -294,7 +295,7 @@ def build_world(nodes: Objects, scenario: Scenario) -> World:
             guarantee[team.pk, flavour] = amount
             quotas.append(TeamQuota(team=team, flavour=flavour, guaranteed=amount, borrow_limit=amount / 2))
     TeamQuota.objects.bulk_create(quotas)
-    return World(rng, teams, weights, owners, _install_offerings(nodes), guarantee)
+    return World(rng, teams, weights, owners, install_offerings(nodes), guarantee)
 
 
 def _workspace(world: World, team: Team, offering: GpuOffering, kind: str, count: int, workers: int) -> Workspace:
