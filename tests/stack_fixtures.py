@@ -7,6 +7,7 @@ required (the worker cannot share an in-memory SQLite database); .ci/run provide
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import itertools
 import os
@@ -85,10 +86,14 @@ class Worker:
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
             self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=15)  # a warm shutdown, else the group is killed below
+        if self.process:
+            # A pool child can outlive a warm shutdown of its main process: none may outlive the test.
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+            self.process = None  # stopped and reaped: its group id is never signalled again
 
 
 @pytest.fixture(scope="session")
