@@ -45,10 +45,11 @@ def counts() -> dict[str, int]:
 
 
 @pytest.fixture
-def clean(db: None) -> Iterator[None]:
-    """A database of its own, as the benchmark wants: without the fleet a session worker may have recorded
-    (removed inside the test's transaction, so put back when it rolls back); the event totals' cache entry
-    as it was afterwards (a kept run's totals count rows the test rolls back)."""
+def clean(db: None, quiet_cluster_loops: None) -> Iterator[None]:
+    """A database of its own, as the benchmark wants: the session worker of the full-stack tests paused (it
+    records the fleet as it goes), without the fleet it recorded before (removed inside the test's
+    transaction, so put back when it rolls back); the event totals' cache entry as it was afterwards (a
+    kept run's totals count rows the test rolls back)."""
     CapacityInterval.objects.filter(ended_at=None).delete()
     saved = cache.get(events.CACHE_KEY)
     yield
