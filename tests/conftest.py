@@ -41,15 +41,21 @@ def _no_pending_cycle() -> None:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_ledger_cursor(request: pytest.FixtureRequest) -> None:
-    """Each database test starts with a ledger that has observed nothing yet. The session's Celery worker
-    runs reconcile passes against the test database between tests and commits the ledger's cursor at the
-    real time; a test then recording observations at earlier instants would find them stale."""
+def _without_the_session_workers_rows(request: pytest.FixtureRequest) -> None:
+    """Each database test starts without what the session's Celery worker (the full-stack tests') commits to
+    the test database between tests: the ledger's cursor at the real time (a test recording observations at
+    earlier instants would find them stale), the open fleet rows, the loops' pass counts and the API error
+    counts (a test making its own would collide with them). Deleted in the test's transaction, so back
+    after it."""
     if "db" in request.fixturenames and "transactional_db" not in request.fixturenames:
-        from portal.billing.models import LedgerCursor
+        from portal.billing.models import CapacityInterval, LedgerCursor
+        from scheduling.models import KubeApiErrorCount, LoopStat
 
         request.getfixturevalue("db")
         LedgerCursor.objects.all().delete()
+        CapacityInterval.objects.filter(ended_at=None).delete()
+        LoopStat.objects.all().delete()
+        KubeApiErrorCount.objects.all().delete()
 
 
 @pytest.fixture

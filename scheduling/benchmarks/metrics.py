@@ -77,6 +77,7 @@ from portal.models import Department
 from scheduling.benchmarks import chargeback
 from scheduling.benchmarks.chargeback import BenchError
 from scheduling.loops.passes import BUCKETS as PASS_BUCKETS
+from scheduling.loops.passes import flush_api_errors
 from scheduling.models import ActivitySample, LoopStat, TeamQuota
 from workspaces.models import Workspace, WorkspaceEvent
 
@@ -722,6 +723,7 @@ def scrapes(repeats: int, now: datetime, before: Callable[[], object]) -> tuple[
     page = b""
     for _ in range(repeats):
         before()
+        flush_api_errors()  # this process's failed Kubernetes calls, else the first scrape writes them
         with CaptureQueriesContext(connection) as captured:
             began = time.perf_counter()
             page = render(now)
