@@ -18,14 +18,13 @@ slowly, without ``--history``.
 from __future__ import annotations
 
 import argparse
-import json
 from datetime import date
-from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 
-from scheduling.benchmarks.chargeback import FORMATS, BenchError, Report, Scenario, run_benchmark
+from scheduling.benchmarks.chargeback import FORMATS, Report, Scenario, run_benchmark
+from scheduling.management.commands._bench import add_common_arguments, run, scenario_from
 
 RENDER_TARGET_S = 2.0
 EXPORT_TARGET_S = 5.0
@@ -56,29 +55,10 @@ class Command(BaseCommand):
             default=d.history,
             help="earlier months that get a copy of the month's usage rows, for the page's trend (0; PostgreSQL)",
         )
-        parser.add_argument("--keep", action="store_true", help="commit the generated rows instead of rolling back")
-        parser.add_argument("--json", type=Path, help="also write the figures to this file")
+        add_common_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        scenario = Scenario(
-            workspaces=options["workspaces"],
-            concurrent=options["concurrent"],
-            nodes=options["nodes"],
-            teams=options["teams"],
-            seed=options["seed"],
-            month=options["month"],
-            repeats=options["repeats"],
-            history=options["history"],
-        )
-        try:
-            result = run_benchmark(scenario, keep=options["keep"], progress=self.stderr.write)
-        except BenchError as exc:
-            raise CommandError(str(exc)) from exc
-        self._print(result)
-        if options["keep"]:
-            self.stdout.write("the generated rows were kept (--keep)")
-        if options["json"]:
-            options["json"].write_text(json.dumps(result.as_dict(), indent=2))
+        run(self, run_benchmark, scenario_from(Scenario, options), options, self._print)
 
     def _print(self, r: Report) -> None:
         g, s = r.generated, r.scenario

@@ -16,14 +16,12 @@ database that already holds workspaces or records a fleet is refused.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 
-from scheduling.benchmarks.chargeback import BenchError
 from scheduling.benchmarks.metrics import Report, Scenario, run_benchmark
+from scheduling.management.commands._bench import add_common_arguments, run, scenario_from
 
 SCRAPE_TARGET_S = 1.0  # warm and incremental: well inside a 10 s scrape timeout at a 15-30 s interval
 COLD_TARGET_S = 10.0  # once after the cache is lost: Prometheus's default scrape timeout
@@ -43,30 +41,10 @@ class Command(BaseCommand):
         parser.add_argument("--added", type=int, default=d.added, help="new events before each incremental scrape")
         parser.add_argument("--seed", type=int, default=d.seed)
         parser.add_argument("--repeats", type=int, default=d.repeats, help="scrapes of each kind (5)")
-        parser.add_argument("--keep", action="store_true", help="commit the generated rows instead of rolling back")
-        parser.add_argument("--json", type=Path, help="also write the figures to this file")
+        add_common_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        scenario = Scenario(
-            nodes=options["nodes"],
-            teams=options["teams"],
-            queued=options["queued"],
-            running=options["running"],
-            events=options["events"],
-            days=options["days"],
-            added=options["added"],
-            seed=options["seed"],
-            repeats=options["repeats"],
-        )
-        try:
-            result = run_benchmark(scenario, keep=options["keep"], progress=self.stderr.write)
-        except BenchError as exc:
-            raise CommandError(str(exc)) from exc
-        self._print(result)
-        if options["keep"]:
-            self.stdout.write("the generated rows were kept (--keep)")
-        if options["json"]:
-            options["json"].write_text(json.dumps(result.as_dict(), indent=2))
+        run(self, run_benchmark, scenario_from(Scenario, options), options, self._print)
 
     def _print(self, r: Report) -> None:
         g, s = r.generated, r.scenario
