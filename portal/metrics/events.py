@@ -71,14 +71,16 @@ def _window(upto: int, cutoff: datetime) -> Q:
     return Q(id__gt=upto) if too_new is None else Q(id__gt=upto, id__lt=too_new)
 
 
-def _queued_since() -> Coalesce:
-    """When the admitted workspace last entered the queue: its latest move into ``queued`` before this
-    event (a resume, a preemption), else its request."""
-    entered = WorkspaceEvent.objects.filter(
-        workspace=OuterRef("workspace_id"), id__lt=OuterRef("id"), to_state=Workspace.State.QUEUED
-    ).exclude(from_state=Workspace.State.QUEUED)
+def queued_since(*, of_event: bool) -> Coalesce:
+    """When a workspace last entered the queue: its latest move into ``queued`` (a resume, a preemption),
+    else its request. Annotates workspace rows, or with ``of_event`` event rows: then the move before it."""
+    workspace, created = ("workspace_id", "workspace__created_at") if of_event else ("pk", "created_at")
+    entered = WorkspaceEvent.objects.filter(workspace=OuterRef(workspace), to_state=Workspace.State.QUEUED)
+    if of_event:
+        entered = entered.filter(id__lt=OuterRef("id"))
+    entered = entered.exclude(from_state=Workspace.State.QUEUED)
     latest = Subquery(entered.order_by("-id").values("at")[:1], output_field=DateTimeField())
-    return Coalesce(latest, F("workspace__created_at"), output_field=DateTimeField())
+    return Coalesce(latest, F(created), output_field=DateTimeField())
 
 
 def count_since(totals: Totals, cutoff: datetime) -> Totals:
@@ -97,7 +99,7 @@ def count_since(totals: Totals, cutoff: datetime) -> Totals:
     # One row per admission, bucketed here: in SQL the correlated subquery would run once per bucket.
     admissions = (
         moves.filter(to_state=Workspace.State.ADMITTED)
-        .annotate(since=_queued_since())
+        .annotate(since=queued_since(of_event=True))
         .values_list("workspace__offering__gpu_model", "workspace__kind", "workspace__priority", "at", "since")
     )
     found: dict[Labels, tuple[list[int], list[float]]] = {}

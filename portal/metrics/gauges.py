@@ -21,29 +21,17 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import DateTimeField, F, OuterRef, Subquery, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import OuterRef, Subquery, Sum
 
 from portal.billing import budgets
 from portal.billing.models import CapacityInterval, UsageInterval
 from portal.celery import app as celery_app
-from portal.metrics.events import model_label
+from portal.metrics.events import model_label, queued_since
 from portal.metrics.figures import Waiting
 from portal.models import Team
 from portal.queue import control_queue
 from scheduling.models import ActivitySample, KubeApiErrorCount, LoopStat, TeamQuota
-from workspaces.models import Workspace, WorkspaceEvent
-
-
-def _queued_since() -> Coalesce:
-    entered = (
-        WorkspaceEvent.objects.filter(workspace=OuterRef("pk"), to_state=Workspace.State.QUEUED)
-        .exclude(from_state=Workspace.State.QUEUED)
-        .order_by("-id")
-        .values("at")[:1]
-    )
-    return Coalesce(Subquery(entered, output_field=DateTimeField()), F("created_at"), output_field=DateTimeField())
-
+from workspaces.models import Workspace
 
 Queued = tuple[int, str | None, Decimal, datetime]  # team id, gpu_model, GPU-equivalents, queued since
 
@@ -84,7 +72,7 @@ def queue(now: datetime) -> Queue:
     """The queue now: three grouped queries."""
     rows = list(
         Workspace.objects.filter(state=Workspace.State.QUEUED)
-        .annotate(since=_queued_since())
+        .annotate(since=queued_since(of_event=False))
         .values_list("team_id", "team__slug", "offering__gpu_model", "gpu_equivalents", "since")
     )
     held = {
