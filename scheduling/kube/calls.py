@@ -13,7 +13,9 @@
   an ApiClient whose ``Configuration.retries`` is False: urllib3's default otherwise retries a GET
   three more times on a read timeout (4x the timeout) and on 429/503 with Retry-After.
 - Objects come back as plain JSON dicts (responses are read with ``_preload_content=False``), so
-  callers and tests never depend on the client's model classes.
+  callers and tests never depend on the client's model classes. So do watch events: :meth:`Kube.watch`
+  reads the stream line by line and decodes each with ``json.loads`` (the client's ``Watch`` would build
+  model objects, about ten times the cost). The informer (``informer.py``) is its one user.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,13 +233,40 @@ class Kube:
     def list(self, kind: str, namespace: str | None, label_selector: str = "") -> Objects:
         """Objects of a kind in a namespace (None: all namespaces), with apiVersion and kind filled in
         (list items lack them)."""
+        return self.list_with_version(kind, namespace, label_selector)[0]
+
+    def list_with_version(self, kind: str, namespace: str | None, label_selector: str = "") -> tuple[Objects, str]:
+        """As :meth:`list`, with the list's ``metadata.resourceVersion``: where a :meth:`watch` of the same
+        objects picks up without missing a change."""
         k = _kind(kind)
         answer = self._call(k, "list", namespace if k.namespaced else None, label_selector=label_selector)
         items: Objects = answer.get("items") or []
         for item in items:
             item.setdefault("apiVersion", k.api_version)
             item.setdefault("kind", kind)
-        return items
+        return items, str((answer.get("metadata") or {}).get("resourceVersion") or "")
+
+    def watch(self, kind: str, resource_version: str, *, timeout_seconds: int = 300) -> WatchStream:
+        """Open a watch of every object of a kind, in all namespaces, after ``resource_version`` (from
+        :meth:`list_with_version`, or an event's object), with bookmarks. The server ends the stream after
+        ``timeout_seconds``; the read timeout allows for that plus the usual timeout, since a quiet watch
+        may send nothing at all until then. A resourceVersion the server no longer holds comes back as an
+        ``ERROR`` event with a 410 Status object (or, from some servers, as a 410 error right away)."""
+        k = _kind(kind)
+        method = self._method(k, "list", None)
+        query: dict[str, Any] = {"allow_watch_bookmarks": True, "timeout_seconds": timeout_seconds}
+        if resource_version:
+            query["resource_version"] = resource_version
+        try:
+            response = method(
+                watch=True,
+                _request_timeout=(self.timeout, self.timeout + timeout_seconds),
+                _preload_content=False,
+                **query,
+            )
+        except _CAUGHT as exc:
+            raise classify(exc) from exc
+        return WatchStream(response)
 
     def pod_log(self, namespace: str, name: str, tail_lines: int = 100) -> str:
         """The last lines of the pod's (only) container."""
@@ -284,6 +314,63 @@ class Kube:
         """Set (or, with None, remove) labels on a node; answers the node."""
         patch = {"metadata": {"labels": dict(labels)}}
         return self._call(_KINDS["Node"], "patch", None, name=name, body=patch)
+
+
+class WatchStream:
+    """An open watch: iterating it yields events as plain dicts (``type``: ADDED, MODIFIED, DELETED,
+    BOOKMARK or ERROR; ``object``: the object, or a Status for ERROR) until the server ends the stream.
+    Each line is decoded with ``json.loads`` only: the client's model classes would cost far more. A
+    broken or timed-out stream raises TransientKubeError. :meth:`close` may be called from another
+    thread: it shuts the socket for reading, so a read blocked on it returns and the iteration ends."""
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self._reading = False
+        self.closed = False
+
+    def __iter__(self) -> Iterator[JSON]:
+        self._reading = True
+        pending = b""
+        try:
+            for chunk in self._response.stream(amt=None):
+                if b"\n" not in chunk:
+                    pending += chunk
+                    continue
+                data = pending + chunk
+                end = data.rindex(b"\n")  # decoded up to there: a character may straddle chunks, never a newline
+                pending = data[end + 1 :]
+                for line in data[:end].decode("utf-8").split("\n"):
+                    if line and not line.isspace():
+                        event: JSON = json.loads(line)
+                        yield event
+        except (*_CAUGHT, ValueError, AttributeError) as exc:
+            # Once closed, whatever the interrupted read raises is the end of the stream. Before that,
+            # ValueError is a garbled line (and AttributeError/ValueError a file closed under the read).
+            if not self.closed:
+                raise classify(exc) from exc
+        finally:
+            self._reading = False
+            self._release()
+
+    def close(self) -> None:
+        """End the stream; safe from any thread, and more than once. Only the socket is shut here while
+        another thread reads: that read returns, and the reading thread releases the connection."""
+        self.closed = True
+        with suppress(ValueError, OSError, AttributeError):  # no socket (any more) to shut
+            self._response.shutdown()
+        if not self._reading:
+            self._release()
+
+    def _release(self) -> None:
+        with suppress(ValueError, OSError, AttributeError):
+            self._response.close()
+            self._response.release_conn()
+
+    def __enter__(self) -> WatchStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _event_time(event: JSON) -> str:

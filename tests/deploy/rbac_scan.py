@@ -7,6 +7,9 @@ Two steps, so that neither a naming convention nor a hand-kept table can drift f
    and direct calls of the official client's API methods (``CoreV1Api.list_pod_for_all_namespaces``, ...).
    A kind given as a string literal is taken as it is; one held in a variable stands for every kind the
    module names; ``ensure(obj)`` creates what the manifest builders build (``kind=`` in manifests.py).
+   An informer (``informer_for(kube, kind)`` or ``Informer(kube, kind)``) stands for the Kube calls its
+   thread makes (scheduling/kube/informer.py, read for its ``self.<kube>.<method>(...)`` calls), of that
+   kind and across all namespaces, charged to the module that starts it: the thread runs in its process.
 2. Each call site is then *run*, through the real wrapper and the real client, against an ``ApiClient`` that
    records the HTTP requests instead of sending them (a create answers 409 AlreadyExists, so ``ensure``'s
    read is recorded too). HTTP method and path become verb and resource as the API server's RequestInfo
@@ -14,7 +17,10 @@ Two steps, so that neither a naming convention nor a hand-kept table can drift f
    ``GET .../services/x:8888/proxy/...`` is get services/proxy, ``/version`` a non-resource URL.
 
 Which pod runs a call decides whose ServiceAccount needs it: the worker runs ``scheduling/loops/`` (through
-``scheduling/tasks.py``); everything else (pages, API, /readyz, management commands run in a web pod) is web.
+``scheduling/tasks.py``); everything else (pages, API, /readyz, management commands run in a web pod) is web,
+except a call on a Kube a function received as a parameter (``kube: Kube``): web code may not hand the Kube it
+made to another function (the scan refuses that), so a Kube received comes from the worker's code (the
+scheduling cycle hands its Kube to ``scheduling/live_capacity.py``, say).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import inspect
 import json
 from collections.abc import Iterator
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -50,6 +56,8 @@ EXCLUDED = (
     "scheduling/nvml_agent/",  # a process of its own on each GPU node, without API access (docs/nvml-agent.md)
 )
 WRAPPER = "scheduling/kube/calls.py"  # run, not scanned: its call sites are
+INFORMER = "scheduling/kube/informer.py"  # not scanned as a module: charged to whoever starts an informer
+INFORMER_FACTORIES = frozenset({"informer_for", "Informer"})
 MANIFESTS = "scheduling/kube/manifests.py"  # what Kube.ensure is handed
 WORKER_MODULES = ("scheduling/loops/", "scheduling/tasks.py")
 KINDS = calls._KINDS
@@ -71,10 +79,11 @@ class Site:
     kinds: tuple[str, ...] = ()
     namespaced: bool = True  # False: the namespace argument is a literal None (all namespaces)
     constants: tuple[tuple[str, Any], ...] = ()  # literal keyword arguments of a direct call (watch=True, ...)
+    handed: bool = False  # on a Kube the function received as a parameter: the worker's (see the docstring)
 
     @property
     def identity(self) -> str:
-        return "worker" if self.module.startswith(WORKER_MODULES) else "web"
+        return "worker" if self.module.startswith(WORKER_MODULES) or self.handed else "web"
 
 
 def _api_classes() -> dict[str, type]:
@@ -97,7 +106,7 @@ def product_modules() -> Iterator[tuple[str, str]]:
     for top in PRODUCT:
         for path in sorted((ROOT / top).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if not any(part in rel for part in EXCLUDED) and rel != WRAPPER:
+            if not any(part in rel for part in EXCLUDED) and rel not in (WRAPPER, INFORMER):
                 yield rel, path.read_text()
 
 
@@ -119,6 +128,50 @@ def manifest_kinds() -> tuple[str, ...]:
     if unknown:
         raise ScanError(f"{MANIFESTS} builds kinds the wrapper cannot create: {sorted(unknown)}")
     return tuple(sorted(kinds))
+
+
+@cache
+def informer_calls() -> tuple[str, ...]:
+    """The Kube methods an informer's thread calls: ``self.<name>.<method>(...)`` in informer.py, where
+    ``__init__`` stored a parameter annotated ``Kube`` as ``self.<name>``."""
+    tree = ast.parse((ROOT / INFORMER).read_text())
+    methods: set[str] = set()
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        params = _kube_names(init) if init else set()
+        holders = {
+            target.attr
+            for node in ast.walk(init or cls)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in params
+            for target in node.targets
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"
+        }
+        for call in ast.walk(cls):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+                continue
+            receiver = call.func.value
+            if (
+                isinstance(receiver, ast.Attribute)
+                and receiver.attr in holders
+                and isinstance(receiver.value, ast.Name)
+                and receiver.value.id == "self"
+            ):
+                if call.func.attr not in KUBE_METHODS:
+                    raise ScanError(f"{INFORMER}:{call.lineno}: Kube has no method {call.func.attr!r}")
+                methods.add(call.func.attr)
+    if not methods:
+        raise ScanError(f"{INFORMER}: no Kube call found; an informer's thread must call through self.<kube>")
+    return tuple(sorted(methods))
+
+
+def _informer_kinds(node: ast.Call, module_kinds: tuple[str, ...], where: str) -> tuple[str, ...] | None:
+    """The kinds of ``informer_for(kube, kind)`` / ``Informer(kube, kind)``; None for any other call."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if name not in INFORMER_FACTORIES:
+        return None
+    arg = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "kind"), None)
+    return _kinds_of(arg, module_kinds, where)
 
 
 def _is_kube_factory(node: ast.AST) -> bool:
@@ -154,16 +207,28 @@ def _api_names(func: ast.AST) -> dict[str, str]:
 
 def _kube_names(func: ast.AST) -> set[str]:
     """Names that hold a Kube inside a function (or module): annotated parameters and ``x = kube()``."""
+    return _kube_params(func) | _kube_made(func)
+
+
+def _kube_params(func: ast.AST) -> set[str]:
+    """A function's parameters annotated ``Kube``: a Kube handed to it."""
+    if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+        return set()
+    args = func.args
+    return {arg.arg for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs] if _annotated_kube(arg.annotation)}
+
+
+def _kube_made(func: ast.AST) -> set[str]:
+    """Names bound to ``kube()`` in a function (or module): a Kube made there."""
     names: set[str] = set()
-    if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
-        args = func.args
-        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
-            if _annotated_kube(arg.annotation):
-                names.add(arg.arg)
     for node in ast.walk(func):
         if isinstance(node, ast.Assign) and _is_kube_factory(node.value):
             names.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return names
+
+
+def _is_handed(node: ast.expr | None, params: set[str]) -> bool:
+    return isinstance(node, ast.Name) and node.id in params
 
 
 def _kinds_of(arg: ast.expr | None, module_kinds: tuple[str, ...], where: str) -> tuple[str, ...]:
@@ -196,12 +261,20 @@ def scan_source(module: str, source: str) -> list[Site]:
     # Innermost scope first, so a call is judged with the names its own function binds.
     for scope in reversed(scopes):
         holders = _kube_names(scope) | module_holders
+        params = _kube_params(scope) - _kube_made(scope) - module_holders
         apis = _api_names(scope) | module_apis
         for node in ast.walk(scope):
             if not isinstance(node, ast.Call) or id(node) in seen:
                 continue
             where = f"{module}:{node.lineno}"
             func = node.func
+            informed = _informer_kinds(node, module_kinds, where)
+            if informed is not None:
+                seen.add(id(node))
+                given = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "kube"), None)
+                handed = _is_handed(given, params)
+                sites.extend(Site(module, node.lineno, m, informed, False, handed=handed) for m in informer_calls())
+                continue
             if isinstance(func, ast.Attribute):
                 receiver = func.value
                 is_kube = (isinstance(receiver, ast.Name) and receiver.id in holders) or _is_kube_factory(receiver)
@@ -209,7 +282,8 @@ def scan_source(module: str, source: str) -> list[Site]:
                     seen.add(id(node))
                     if func.attr not in KUBE_METHODS:
                         raise ScanError(f"{where}: Kube has no method {func.attr!r}")
-                    sites.append(_wrapper_site(module, node, func.attr, module_kinds, ensured))
+                    site = _wrapper_site(module, node, func.attr, module_kinds, ensured)
+                    sites.append(replace(site, handed=_is_handed(receiver, params)))
                     continue
                 if func.attr == "call_api":
                     raise ScanError(f"{where}: a raw call_api outside {WRAPPER}; route it through Kube")
@@ -226,7 +300,11 @@ def scan_source(module: str, source: str) -> list[Site]:
                     raise ScanError(f"{where}: kubernetes.watch.Watch; the scan does not follow streams yet")
             if module.startswith(WORKER_MODULES):
                 continue
-            if any(_is_kube_factory(a) for a in [*node.args, *(k.value for k in node.keywords)]):
+            made = holders - params
+            if any(
+                _is_kube_factory(a) or (isinstance(a, ast.Name) and a.id in made)
+                for a in [*node.args, *(k.value for k in node.keywords)]
+            ):
                 raise ScanError(f"{where}: web code hands a Kube to another function; its calls would be unattributed")
     return sites
 
@@ -318,6 +396,7 @@ def _sample(param: str, position: int, kind: str | None, namespaced: bool) -> An
         "query": {"token": "t"},
         "labels": {"example.org/a": "b"},
         "label_selector": "",
+        "resource_version": "1",
     }
     if param not in samples:
         raise ScanError(f"no sample value for Kube parameter {param!r}; add one")

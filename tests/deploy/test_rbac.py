@@ -34,7 +34,11 @@ def test_the_scan_sees_the_calls_that_matter(needed: dict[str, set[Attr]]) -> No
     assert ("", "namespaces", "create") in needed["worker"]  # a team's namespace on its first workspace
     assert ("", "pods/log", "get") in needed["web"]
     assert ("nonResourceURL", "/version", "get") in needed["web"]  # /readyz
-    assert not any(verb in ("update", "patch", "watch") for _, _, verb in needed["worker"] | needed["web"])
+    assert not any(verb in ("update", "patch") for _, _, verb in needed["worker"] | needed["web"])
+    for identity, needs in needed.items():  # watches are informers': pods and nodes, each listed first
+        watched = {(group, resource) for group, resource, verb in needs if verb == "watch"}
+        assert watched <= {("", "pods"), ("", "nodes")}, identity
+        assert {(group, resource, "list") for group, resource in watched} <= needs, identity
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -70,6 +74,57 @@ def test_a_new_call_in_the_loops_is_a_new_need() -> None:
     assert _attrs("scheduling/loops/new.py", source) == {
         ("", "nodes", "patch"),
         ("scheduling.k8s.io", "priorityclasses", "delete"),
+    }
+
+
+def test_an_informer_is_its_list_and_watch_charged_to_whoever_starts_it() -> None:
+    assert rbac_scan.informer_calls() == ("list_with_version", "watch")  # read off scheduling/kube/informer.py
+    worker = (
+        "from scheduling.kube import informer\n"
+        "from scheduling.kube.calls import Kube\n"
+        "def cycle(kube: Kube) -> None:\n"
+        "    informer.informer_for(kube, 'Pod').drain()\n"
+        "    informer.Informer(kube, kind='Node').start()\n"
+    )
+    assert _attrs("scheduling/loops/new.py", worker) == {
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("", "nodes", "list"),
+        ("", "nodes", "watch"),
+    }
+    web = (
+        "from scheduling.kube.client import kube\n"
+        "from scheduling.kube.informer import informer_for\n"
+        "def page() -> None:\n"
+        "    informer_for(kube(), 'Node').snapshot()\n"
+    )
+    sites = scan_source("scheduling/views_new.py", web)
+    assert {site.identity for site in sites} == {"web"}  # not refused as a Kube handed to another function
+    assert {attributes(*request) for site in sites for request in run_site(site)} == {
+        ("", "nodes", "list"),
+        ("", "nodes", "watch"),
+    }
+
+
+def test_a_kube_received_as_a_parameter_outside_the_loops_is_the_workers() -> None:
+    # Web code may not hand over the Kube it made, so a function given one runs in the worker (the cycle
+    # hands its Kube to scheduling/live_capacity.py); its calls, an informer's included, are the worker's.
+    source = (
+        "from scheduling.kube.calls import Kube\n"
+        "from scheduling.kube.client import kube\n"
+        "from scheduling.kube.informer import informer_for\n"
+        "def capacity(kube: Kube) -> None:\n"
+        "    informer_for(kube, 'Pod')\n"
+        "    kube.list('Node', None)\n"
+        "def page() -> None:\n"
+        "    kube().list('Node', None)\n"
+    )
+    sites = scan_source("scheduling/capacity_new.py", source)
+    assert {(site.method, site.identity) for site in sites} == {
+        ("list_with_version", "worker"),
+        ("watch", "worker"),
+        ("list", "worker"),
+        ("list", "web"),
     }
 
 
@@ -110,9 +165,10 @@ def test_direct_client_calls_map_through_the_clients_own_paths() -> None:
         ("workspaces/x.py", "from kubernetes import client\nclient.CoreV1Api().list_node()\n"),
         ("scheduling/kube/x.py", "def f(c) -> None:\n    c.call_api('/api/v1/nodes', 'GET')\n"),
         ("scheduling/views_x.py", "from scheduling.loops import reconcile\nreconcile.reconcile(kube())\n"),
+        ("scheduling/views_x.py", "def f() -> None:\n    k = kube()\n    k.list('Pod', None)\n    g(k)\n"),
         ("scheduling/loops/x.py", "def f(kube: Kube) -> None:\n    kube.list('Deployment', None)\n"),
     ],
-    ids=["api-outside-kube", "raw-call-api", "web-hands-off-a-kube", "unknown-kind"],
+    ids=["api-outside-kube", "raw-call-api", "web-hands-off-a-kube", "web-hands-off-a-kube-it-made", "unknown-kind"],
 )
 def test_code_the_scan_cannot_attribute_fails_loudly(module: str, source: str) -> None:
     with pytest.raises(ScanError):
