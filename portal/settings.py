@@ -328,6 +328,14 @@ SIMCLUSTER_JOB_SECONDS = env_int("SIMCLUSTER_JOB_SECONDS", 0 if IS_PRODUCTION el
 # Seconds between scheduling cycles and reconcile passes run by beat.
 SCHEDULING_INTERVAL_SECONDS = env_float("SCHEDULING_INTERVAL_SECONDS", 5.0, minimum=0.5)
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0, minimum=0.5)
+# One scheduling cycle's admissions are provisioned in tasks of this many workspaces, each creating the objects
+# of this many workspaces at once (scheduling/loops/provisioning.py, provision_many).
+PROVISION_BATCH_SIZE = env_int("PROVISION_BATCH_SIZE", 20, minimum=1, maximum=500)
+PROVISION_CONCURRENCY = env_int("PROVISION_CONCURRENCY", 8, minimum=1, maximum=64)
+# The scheduling cycle keeps the cluster's capacity between cycles from watches on nodes and pods
+# (scheduling/live_capacity.py) instead of listing every node and pod each cycle. Off in the test process,
+# whose tests change the cluster and at once run a cycle in the same breath; the full-stack workers use it.
+SCHEDULING_WATCH_CLUSTER = env_bool("SCHEDULING_WATCH_CLUSTER", PORTAL_ENV != "test")
 # How long a borrower is warned before it is preempted to give a team its guarantee back.
 PREEMPTION_NOTICE_SECONDS = env_float("PREEMPTION_NOTICE_SECONDS", 120.0, minimum=0.0)
 # Half-life of the decayed usage that orders the queue by fair share (what a team used this long ago

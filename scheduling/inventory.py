@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
@@ -59,6 +60,17 @@ class Demand:
     gpu_model: str = ""  # catalogue key, e.g. H100-80GB-HBM3
     mig_profile: str = ""
     replicas: int = 1  # time-slicing replicas per GPU
+
+
+@dataclass(frozen=True)
+class Held:
+    """What one bound pod took from its node, as taken, so that it can be given back exactly."""
+
+    node: int
+    workspace: int | None
+    host: PodShape  # CPU and memory taken (less than asked where the cluster overcommitted the node)
+    devices: tuple[tuple[str, int], ...]  # device-plugin counts
+    noted: tuple[tuple[PodShape, Placement], ...]  # the engine's notional GPUs, MIG slots and replicas
 
 
 @dataclass(frozen=True)
@@ -144,7 +156,7 @@ class Capacity:
     nodes: list[NodeInfo]
     state: ClusterState
     free: dict[str, I64]  # device-plugin resource -> free count per node
-    bound: frozenset[int] = frozenset()  # workspaces with at least one pod on a node
+    bound_pods: Counter[int] = field(default_factory=Counter)  # bound pods per workspace
     by_model: dict[str, int] = field(default_factory=dict)  # quota capacity per GPU model (node_gpus)
     router: Router = field(default_factory=live_router)
     _selectors: dict[tuple[tuple[str, str], ...], Mask] = field(default_factory=dict, repr=False)
@@ -194,25 +206,62 @@ class Capacity:
     # -- building: what bound pods already hold ------------------------------------------------------
 
     def _occupy_all(self, pods: Iterable[Mapping[str, Any]]) -> None:
-        bound: set[int] = set()
         for pod in pods:
-            node = self._index.get(pod.get("spec", {}).get("nodeName") or "")
-            if node is None or pod.get("status", {}).get("phase") in TERMINAL_PHASES:
-                continue
-            workspace = (pod.get("metadata", {}).get("labels") or {}).get(WORKSPACE_ID, "")
-            if workspace.isdigit():
-                bound.add(int(workspace))
-            requests = _pod_requests(pod)
-            host = PodShape(
-                math.ceil(requests.get("cpu", Decimal(0)) * 1000), math.ceil(requests.get("memory", Decimal(0)) / MIB)
-            )
-            self._apply_or_clamp(host, node)
-            for name, amount in requests.items():
-                if name in self.free:
-                    self.free[name][node] -= int(amount)
-                    for shape in self._device_shapes(node, name, int(amount)):
-                        self._note(shape, node)
-        self.bound = frozenset(bound)
+            self.occupy(pod)
+
+    def occupy(self, pod: Mapping[str, Any]) -> Held | None:
+        """Take what a bound pod holds on its node; answers it (to give back with :meth:`vacate`), or None
+        for a pod that holds nothing here (not bound to a schedulable node, or finished)."""
+        node = self._index.get(pod.get("spec", {}).get("nodeName") or "")
+        if node is None or pod.get("status", {}).get("phase") in TERMINAL_PHASES:
+            return None
+        label = (pod.get("metadata", {}).get("labels") or {}).get(WORKSPACE_ID, "")
+        workspace = int(label) if label.isdigit() else None
+        requests = _pod_requests(pod)
+        host = PodShape(
+            math.ceil(requests.get("cpu", Decimal(0)) * 1000), math.ceil(requests.get("memory", Decimal(0)) / MIB)
+        )
+        cpu_before, memory_before = int(self.state.cpu_free[node]), int(self.state.mem_free[node])
+        self._apply_or_clamp(host, node)
+        devices: list[tuple[str, int]] = []
+        noted: list[tuple[PodShape, Placement]] = []
+        for name, amount in requests.items():
+            if name in self.free:
+                self.free[name][node] -= int(amount)
+                devices.append((name, int(amount)))
+                for shape in self._device_shapes(node, name, int(amount)):
+                    placement = self._note(shape, node)
+                    if placement is not None:
+                        noted.append((shape, placement))
+        if workspace is not None:
+            self.bound_pods[workspace] += 1
+        taken = PodShape(cpu_before - int(self.state.cpu_free[node]), memory_before - int(self.state.mem_free[node]))
+        return Held(node, workspace, taken, tuple(devices), tuple(noted))
+
+    def vacate(self, held: Held) -> None:
+        """Give back exactly what :meth:`occupy` took (the pod finished, moved or is gone)."""
+        for shape, placement in reversed(held.noted):
+            self.state.release(shape, placement)
+        for name, amount in held.devices:
+            self.free[name][held.node] += amount
+        self.state.release(held.host, Placement(held.node))
+        if held.workspace is not None:
+            self.bound_pods[held.workspace] -= 1
+            if self.bound_pods[held.workspace] <= 0:
+                del self.bound_pods[held.workspace]
+
+    @property
+    def bound(self) -> Set[int]:
+        """Workspaces with at least one pod on a node."""
+        return self.bound_pods.keys()
+
+    def copy(self) -> Capacity:
+        """An independent copy to decide on (the node list, its selector masks and the router are shared)."""
+        twin = replace(self, state=self.state.copy(), free={k: v.copy() for k, v in self.free.items()})
+        twin.bound_pods = Counter(self.bound_pods)
+        twin._selectors = self._selectors
+        twin._lock = threading.Lock()
+        return twin
 
     def _apply_or_clamp(self, host: PodShape, node: int) -> None:
         """Take a bound pod's CPU and memory; a node the cluster overcommitted is simply left at zero."""
@@ -237,8 +286,9 @@ class Capacity:
             return device_shapes("time-sliced", model, count, replicas=int(self.state.ts_replicas[node]))
         return device_shapes("exclusive", model, count)
 
-    def _note(self, shape: PodShape, node: int) -> None:
-        """Record ``shape`` on ``node`` in the engine's notional layout, if that layout has room for it."""
+    def _note(self, shape: PodShape, node: int) -> Placement | None:
+        """Record ``shape`` on ``node`` in the engine's notional layout, if that layout has room for it;
+        answers where it went (None: nowhere, the counts alone hold it)."""
         with self.state.restricted(self._one(node)):
             if shape.mig_profile is not None:
                 placement = self.router.mig.choose(self.state, shape)
@@ -250,6 +300,7 @@ class Capacity:
                 placement = None
         if placement is not None:
             self.state.apply(shape, placement)
+        return placement
 
     # -- deciding ------------------------------------------------------------------------------------
 
@@ -372,19 +423,24 @@ class Capacity:
         return int((self.state.cpu_free[untainted] // max(demand.cpu_millis, 1)).sum())
 
     def explain(self, demand: Demand) -> str:
-        """Why ``demand`` fits nowhere, counted per reason like kube-scheduler's message."""
-        selected = self._selector_mask(demand.node_selector)
-        units = self._units_free(demand.resource_name) if demand.resource_name else None
+        """Why ``demand`` fits nowhere, counted per reason like kube-scheduler's message (each node counts
+        once, for the first of these it fails)."""
+        left = np.ones(len(self.nodes), dtype=np.bool_)
+        checks: list[tuple[str, Mask]] = [
+            ("node(s) didn't match the offering's node selector", ~self._selector_mask(demand.node_selector))
+        ]
+        if demand.resource_name:
+            short = self._units_free(demand.resource_name) < demand.count
+            checks.append((f"Insufficient {demand.resource_name}", short))
+        else:
+            checks.append(("node(s) are GPU nodes", self._gpu_tainted))
         reasons: dict[str, int] = {}
-        for i, node in enumerate(self.nodes):
-            if not selected[i]:
-                reason = "node(s) didn't match the offering's node selector"
-            elif node.gpu_tainted and not demand.resource_name:
-                reason = "node(s) are GPU nodes"
-            elif units is not None and units[i] < demand.count:
-                reason = f"Insufficient {demand.resource_name}"
-            else:
-                reason = "Insufficient cpu or memory"
-            reasons[reason] = reasons.get(reason, 0) + 1
+        for reason, failing in checks:
+            hit = failing & left
+            if hit.any():
+                reasons[reason] = int(hit.sum())
+            left &= ~hit
+        if left.any():
+            reasons["Insufficient cpu or memory"] = int(left.sum())
         parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
         return f"0/{len(self.nodes)} nodes are available: {parts}."

@@ -46,6 +46,13 @@ def provision_workspace(workspace_id: int) -> None:
     provisioning.provision(kube(), workspace_id)
 
 
+# No autoretry: a transient failure sends that workspace to a task of its own, which retries; the rest of
+# the batch is done.
+@shared_task(name=tasknames.PROVISION_MANY)
+def provision_workspaces(workspace_ids: list[int]) -> int:
+    return provisioning.provision_many(kube(), workspace_ids)
+
+
 @shared_task(name=tasknames.TEARDOWN, **RETRY)
 def teardown_workspace(workspace_id: int, delete_volume: bool) -> None:
     provisioning.teardown(kube(), workspace_id, delete_volume=delete_volume)

@@ -119,6 +119,7 @@ def worker(
         DATABASE_URL=url,
         KUBECONFIG=str(stack_cluster.kubeconfig_path),
         SCHEDULING_INTERVAL_SECONDS="1",
+        SCHEDULING_WATCH_CLUSTER="true",  # as in production: the cycle's capacity kept from watches
         RECONCILE_INTERVAL_SECONDS="1",
         PROVISIONING_RETRY_SECONDS="3",
         PLACEMENT_GRACE_SECONDS="2",

@@ -7,14 +7,16 @@ loser learns it from the return value instead of overwriting.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from portal.bulk import update_rows
 from workspaces.models import Workspace, WorkspaceEvent
-from workspaces.notifications.dispatch import notify_after_commit
+from workspaces.notifications.dispatch import notify_after_commit, notify_many_after_commit
 
 State = Workspace.State
 
@@ -38,15 +40,8 @@ def transition(
     update (e.g. ``node_name``); timestamps for admission, start and finish are filled in here.
     """
     from_states = tuple(expected) if expected is not None else (workspace.state,)
-    now = timezone.now()
-    updates: dict[str, Any] = {"state": to_state, "reason": reason[:500], **fields}
-    if to_state == State.ADMITTED:
-        updates.setdefault("admitted_at", now)
-    if to_state == State.RUNNING:
-        updates.setdefault("started_at", now)
-        updates.setdefault("finished_at", None)
-    if to_state in Workspace.FINAL_STATES:
-        updates.setdefault("finished_at", now)
+    updates: dict[str, Any] = {"state": to_state, "reason": reason[:500], **_timestamps(to_state, timezone.now())}
+    updates.update(fields)
     changed = Workspace.objects.filter(pk=workspace.pk, state__in=from_states).update(**updates)
     if changed != 1:
         return False
@@ -62,6 +57,89 @@ def transition(
     for name, value in updates.items():
         setattr(workspace, name, value)
     return True
+
+
+@dataclass
+class Move:
+    """One workspace's part in :func:`transition_many`: its reason and the fields saved with the move."""
+
+    workspace: Workspace
+    reason: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def _timestamps(to_state: str, now: Any) -> dict[str, Any]:
+    stamps: dict[str, Any] = {}
+    if to_state == State.ADMITTED:
+        stamps["admitted_at"] = now
+    if to_state == State.RUNNING:
+        stamps.update(started_at=now, finished_at=None)
+    if to_state in Workspace.FINAL_STATES:
+        stamps["finished_at"] = now
+    return stamps
+
+
+def _lock(ids: Iterable[int], **still: Any) -> set[int]:
+    """Row-lock the workspaces of ``ids`` that still match ``still``; answers their ids. Until the caller's
+    transaction ends, no other writer can move them, so a set-based update of them cannot lose a race."""
+    rows = Workspace.objects.select_for_update().filter(pk__in=list(ids), **still).order_by("pk")
+    return set(rows.values_list("pk", flat=True))
+
+
+@transaction.atomic(savepoint=False)
+def transition_many(
+    moves: Sequence[Move], to_state: str, *, expected: Iterable[str], source: str = "portal"
+) -> list[Workspace]:
+    """:func:`transition` for many workspaces in a constant number of statements (the scheduling cycle
+    admits hundreds at once): the rows still in one of ``expected`` are locked, moved in one update and
+    given their events in one insert. Answers the workspaces moved; the others were moved by another
+    writer first and are left as they are. Every move must name the same ``fields``, which win over the
+    timestamps filled in here (say, each admission's own decision time)."""
+    if not moves:
+        return []
+    names = set(moves[0].fields)
+    if any(set(move.fields) != names for move in moves):
+        raise ValueError("every move of one transition_many names the same fields")
+    still = _lock((move.workspace.pk for move in moves), state__in=list(expected))
+    stamps = _timestamps(to_state, timezone.now())
+    moved: list[Workspace] = []
+    events: list[WorkspaceEvent] = []
+    for move in moves:
+        workspace = move.workspace
+        if workspace.pk not in still:
+            continue
+        events.append(
+            WorkspaceEvent(
+                workspace=workspace,
+                from_state=workspace.state,
+                to_state=to_state,
+                reason=move.reason[:500],
+                source=source,
+            )
+        )
+        for name, value in {"state": to_state, "reason": move.reason[:500], **stamps, **move.fields}.items():
+            setattr(workspace, name, value)
+        moved.append(workspace)
+    update_rows(moved, list(dict.fromkeys(["state", "reason", *stamps, *names])))
+    notify_many_after_commit(WorkspaceEvent.objects.bulk_create(events, batch_size=500))
+    return moved
+
+
+@transaction.atomic(savepoint=False)
+def note_many(notes: Sequence[tuple[Workspace, str, dict[str, Any]]], *, source: str = "portal") -> None:
+    """:func:`note` for many workspaces, in one insert: (workspace, reason, details) each."""
+    events = [
+        WorkspaceEvent(
+            workspace=workspace,
+            from_state=workspace.state,
+            to_state=workspace.state,
+            reason=reason[:500],
+            source=source,
+            details=details,
+        )
+        for workspace, reason, details in notes
+    ]
+    notify_many_after_commit(WorkspaceEvent.objects.bulk_create(events, batch_size=500))
 
 
 def note(workspace: Workspace, reason: str, *, source: str = "portal", details: dict[str, Any] | None = None) -> None:
@@ -94,3 +172,27 @@ def set_reason(workspace: Workspace, reason: str, *, source: str) -> None:
         before, workspace.reason = workspace.reason, reason
         if _gist(before) != _gist(reason):
             note(workspace, reason, source=source)
+
+
+@transaction.atomic(savepoint=False)
+def set_reasons(reasons: Sequence[tuple[Workspace, str]], *, source: str) -> None:
+    """:func:`set_reason` for many workspaces in a constant number of statements: only rows whose reason
+    changed are written, only those still in the state they were read in, and an event is logged for those
+    whose gist changed."""
+    changed = [(workspace, reason[:500]) for workspace, reason in reasons if workspace.reason != reason[:500]]
+    if not changed:
+        return
+    states = {workspace.pk: workspace.state for workspace, _ in changed}
+    rows = Workspace.objects.select_for_update().filter(pk__in=list(states)).order_by("pk")
+    still = {pk for pk, state in rows.values_list("pk", "state") if states[pk] == state}
+    written: list[Workspace] = []
+    notes: list[tuple[Workspace, str, dict[str, Any]]] = []
+    for workspace, reason in changed:
+        if workspace.pk not in still:
+            continue
+        before, workspace.reason = workspace.reason, reason
+        written.append(workspace)
+        if _gist(before) != _gist(reason):
+            notes.append((workspace, reason, {}))
+    update_rows(written, ["reason"])
+    note_many(notes, source=source)

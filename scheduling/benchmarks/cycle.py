@@ -22,6 +22,7 @@ sent to a broker. Every row it creates is named ``bc-...`` and removed at the en
 
 from __future__ import annotations
 
+import cProfile
 import random
 import statistics
 import tempfile
@@ -46,7 +47,7 @@ from scheduling.benchmarks.measuring import QueryLog, TimedKube, unsent_tasks
 from scheduling.demand import spec_for
 from scheduling.discovery import propose_offerings
 from scheduling.engine import gpus
-from scheduling.kube import manifests, names
+from scheduling.kube import informer, manifests, names
 from scheduling.kube.calls import Kube, Objects
 from scheduling.kube.client import kube, reset_client
 from scheduling.kube.keys import PRODUCT
@@ -203,7 +204,7 @@ def bench_cluster(scenario: Scenario) -> Iterator[SimCluster]:
 # --- measuring (the instruments: scheduling/benchmarks/measuring.py) ------------------------------------
 
 
-def timed_cycle(timed_kube: TimedKube, tasks: Counter[str]) -> CycleFigures:
+def timed_cycle(timed_kube: TimedKube, tasks: Counter[str], profiler: cProfile.Profile | None = None) -> CycleFigures:
     queued = Workspace.objects.filter(state=State.QUEUED).count()
     active = Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES).count()
     pods = Workspace.objects.filter(state=State.RUNNING).aggregate(pods=Sum("workers"))["pods"] or 0
@@ -212,7 +213,13 @@ def timed_cycle(timed_kube: TimedKube, tasks: Counter[str]) -> CycleFigures:
     log = QueryLog()
     with log.recording():
         started = time.perf_counter()
-        admitted = run_cycle(timed_kube)
+        if profiler is not None:
+            profiler.enable()
+        try:
+            admitted = run_cycle(timed_kube)
+        finally:
+            if profiler is not None:
+                profiler.disable()
         wall = time.perf_counter() - started
     if queued and log.count <= 2:
         raise BenchError("the cycle did nothing: another scheduling cycle holds its lock on this database")
@@ -495,8 +502,11 @@ def cleanup() -> None:
     GpuOffering.objects.filter(slug__startswith=f"{PREFIX}-").delete()
 
 
-def run_benchmark(scenario: Scenario, progress: Callable[[str], None] = lambda _: None) -> Report:
-    """Set the scenario up, time ``scenario.repeats`` cycles, clean up; see the module docstring."""
+def run_benchmark(
+    scenario: Scenario, progress: Callable[[str], None] = lambda _: None, profiler: cProfile.Profile | None = None
+) -> Report:
+    """Set the scenario up, time ``scenario.repeats`` cycles, clean up; see the module docstring. With a
+    ``profiler``, it records the timed cycles (not the first, not the untimed world moving on)."""
     if scenario.repeats < 1 or scenario.nodes < 4 or scenario.queued < 1:
         raise BenchError("needs at least 4 nodes, 1 queued request and 1 repeat")
     if not (0 <= scenario.busy <= 1 and 0 <= scenario.churn <= 1):
@@ -527,7 +537,7 @@ def run_benchmark(scenario: Scenario, progress: Callable[[str], None] = lambda _
                 finish_some(client, world, scenario.churn)
                 top_up_queue(world, scenario.queued)
                 cluster.settle()
-                cycles.append(timed_cycle(timed_kube, tasks))
+                cycles.append(timed_cycle(timed_kube, tasks, profiler))
                 progress(f"cycle {repeat + 1}: {cycles[-1].wall_s:.2f} s, admitted {cycles[-1].admitted}")
         return Report(
             scenario=scenario,
@@ -541,4 +551,5 @@ def run_benchmark(scenario: Scenario, progress: Callable[[str], None] = lambda _
             cycles=cycles,
         )
     finally:
+        informer.stop_all()  # the cycle's watches on the benchmark's cluster, which is gone now
         cleanup()

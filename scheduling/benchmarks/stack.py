@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -74,7 +75,8 @@ def start_worker(
     full_env.update(env)
     argv = worker_argv(schedule=log.with_suffix(".beat"), name=queue, queue=queue, concurrency=concurrency)
     with log.open("ab") as out:
-        return subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
+        size = out.tell()
+        process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
             argv,
             cwd=settings.BASE_DIR,
             env=full_env,
@@ -83,6 +85,22 @@ def start_worker(
             preexec_fn=_die_with_parent,
             start_new_session=True,  # its own process group: the pool's children go with it
         )
+    _log_size_at_start[process.pid] = size
+    return process
+
+
+_log_size_at_start: dict[int, int] = {}  # worker pid -> where its log ended when it started
+
+
+def wait_ready(worker: subprocess.Popen[bytes], log: Path, timeout_s: float = 60.0) -> None:
+    """Wait until the worker started by :func:`start_worker` says it is ready (in what it wrote to ``log``
+    since it started: the log is appended to, run after run)."""
+    since = _log_size_at_start.get(worker.pid, 0)
+    deadline = time.monotonic() + timeout_s
+    while b" ready." not in (log.read_bytes()[since:] if log.exists() else b""):
+        if worker.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the Celery worker did not start; its log:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.2)
 
 
 def stop_process(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:

@@ -52,6 +52,7 @@ from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
+from portal.billing.models import UsageInterval
 from portal.models import Department, Membership, Team, User
 from scheduling.benchmarks import stack as benchstack
 from scheduling.benchmarks.profile import MACHINE, CpuMeter, Profile, task_times
@@ -220,7 +221,8 @@ class Org:
 
 
 def cleanup() -> None:
-    """Remove everything a benchmark run created (workspaces and their events first)."""
+    """Remove everything a benchmark run created (the ledger's rows, then workspaces and their events first)."""
+    UsageInterval.objects.filter(user__username=USER).delete()  # the ledger protects the workspaces it bills
     WorkspaceEvent.objects.filter(workspace__owner__username=USER).delete()
     Workspace.objects.filter(owner__username=USER).delete()
     TeamQuota.objects.filter(team__slug__startswith=PREFIX).delete()
@@ -455,7 +457,7 @@ def run(config: StackConfig, say: Callable[[str], None] = print) -> StackResult:
             )  # fmt: skip
             try:
                 org = setup_org(plan)
-                _wait_ready(worker, log)
+                benchstack.wait_ready(worker, log)
                 meter = CpuMeter(worker.pid, sim.process.pid)
                 started = time.monotonic()
                 start = timezone.now()
@@ -479,14 +481,6 @@ def run(config: StackConfig, say: Callable[[str], None] = print) -> StackResult:
         result, config.scenario, config.scale, plan.speed, plan.nodes, config.gpus_per_node, config.concurrency,
         lag, peak, not_succeeded, profile, time.monotonic() - began,
     )  # fmt: skip
-
-
-def _wait_ready(worker: Any, log: Path, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while b" ready." not in (log.read_bytes() if log.exists() else b""):
-        if worker.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the Celery worker did not start; its log:\n{log.read_text(errors='replace')[-3000:]}")
-        time.sleep(0.2)
 
 
 # -- the report ---------------------------------------------------------------------------------------

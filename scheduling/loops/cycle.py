@@ -13,31 +13,40 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 
-from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from portal.queue import enqueue
+from portal.models import Team
+from portal.queue import enqueue_coalesced
 from scheduling.demand import demand_of, is_gpu, workload_of
-from scheduling.engine.admission import AdmissionState, Preempt, Wait, WaitReason, decide
+from scheduling.engine.admission import AdmissionState, Wait, WaitReason, decide
 from scheduling.engine.quota import QuotaConfig, Workload
 from scheduling.inventory import Capacity
 from scheduling.kube.calls import Kube
+from scheduling.live_capacity import cluster_capacity
 from scheduling.loops import passes, tasknames
+from scheduling.loops.decisions import Decisions
 from scheduling.loops.locks import single_flight
 from scheduling.loops.provisioning import request_teardown
 from scheduling.quota import fair_share as decayed_usage
 from scheduling.quota.rules import may_borrow, quota_config
 from scheduling.quota.snapshot import QuotaSnapshot
 from workspaces.models import GpuOffering, Workspace
-from workspaces.transitions import State, note, set_reason, transition
+from workspaces.transitions import State, transition
 
 log = logging.getLogger(__name__)
-# JSON columns the cycle never reads; decoding them for thousands of rows per cycle is measurable.
-UNUSED = ("env", "command", "offering__allowed_counts", "offering__description")
+# The columns the cycle reads of a workspace; the rest (JSON above all) cost measurable time over thousands of
+# rows each cycle. Reading any other field of a loaded row would cost a query per row.
+CYCLE_FIELDS = (
+    "team", "owner", "offering", "kind", "gpu_count", "workers", "cpu_millis", "memory_mib", "gpu_equivalents",
+    "priority", "borrowing", "preempt_at", "state", "reason", "pinned_node", "created_at", "admitted_at",
+)  # fmt: skip
+AGAIN = "scheduling-cycle:again"  # cache key: a cycle was asked for while one ran
 MAX_PASSES = 3  # of the admission engine per cycle, when requests it chose could not be admitted
 
 
@@ -46,53 +55,50 @@ def _fmt(amount: Decimal) -> str:
 
 
 def admit_one(
-    workspace: Workspace, capacity: Capacity, *, borrowing: bool = False, quotas: QuotaSnapshot | None = None
+    workspace: Workspace,
+    capacity: Capacity,
+    *,
+    borrowing: bool = False,
+    quotas: QuotaSnapshot | None = None,
+    decisions: Decisions | None = None,
 ) -> bool:
     """Admit ``workspace`` if its team's quota and the cluster have room; else record why it waits.
 
     The admission engine decided in memory; this is the authoritative check against ``quotas``, read
     under the quota rows' locks, so that admissions racing from several processes cannot overrun a
-    team's limit. Without a snapshot it reads its team's under the lock, in a transaction of its own.
+    team's limit. The decision goes into ``decisions``, written when the cycle ends; without them it is
+    written at once, and without a snapshot its team's quota is read under the lock in a transaction of
+    its own.
     """
-    if quotas is None:
+    if quotas is None or decisions is None:
         with transaction.atomic():
-            own = QuotaSnapshot.read([workspace.team_id], lock=True)
-            return admit_one(workspace, capacity, borrowing=borrowing, quotas=own)
+            own = quotas or QuotaSnapshot.read([workspace.team_id], lock=True)
+            mine = Decisions()
+            admit_one(workspace, capacity, borrowing=borrowing, quotas=own, decisions=mine)
+            return mine.write() == 1
     offering = workspace.offering
     if offering.kind != GpuOffering.Kind.CPU:
         ceiling = quotas.ceiling(workspace.team_id, offering.flavour, borrowing=borrowing)
         if quotas.in_use(workspace.team_id, offering.flavour) + workspace.gpu_equivalents > ceiling:
-            set_reason(workspace, _quota_message(workspace, quotas, borrowing=borrowing), source="scheduler")
+            decisions.wait(workspace, _quota_message(workspace, quotas, borrowing=borrowing))
             return False
         over_cap = _over_member_cap(workspace, quotas)
         if over_cap:
-            set_reason(workspace, over_cap, source="scheduler")
+            decisions.wait(workspace, over_cap)
             return False
     demand = demand_of(workspace)
     nodes = capacity.place(demand)
     if nodes is None:
-        set_reason(
-            workspace, f"Waiting for a free {offering.display_name}: {capacity.explain(demand)}", source="scheduler"
-        )
+        decisions.wait(workspace, f"Waiting for a free {offering.display_name}: {capacity.explain(demand)}")
         return False
     how = "borrowing idle capacity beyond" if borrowing else "within"
     # One node for every pod: pin them there (required node affinity; kube-scheduler still checks).
     pinned = nodes[0] if len(set(nodes)) == 1 else ""
     where = f"placed on {pinned}" if pinned else f"placed on {', '.join(sorted(set(nodes)))}"
-    admitted = transition(
-        workspace,
-        State.ADMITTED,
-        f"Admitted {how} {workspace.team.name}'s quota; {where}.",
-        expected=[State.QUEUED],
-        source="scheduler",
-        borrowing=borrowing,
-        preempt_at=None,
-        pinned_node=pinned,
-    )
-    if admitted:
-        quotas.take(workspace)
-        enqueue(tasknames.PROVISION, workspace.pk)
-    return admitted
+    reason = f"Admitted {how} {workspace.team.name}'s quota; {where}."
+    decisions.admit(workspace, reason, borrowing=borrowing, pinned_node=pinned)
+    quotas.take(workspace)
+    return True
 
 
 def _over_member_cap(workspace: Workspace, quotas: QuotaSnapshot) -> str:
@@ -105,22 +111,6 @@ def _over_member_cap(workspace: Workspace, quotas: QuotaSnapshot) -> str:
         f"Waiting for your share: your lead caps you at {_fmt(capped[0])} {flavour} GPU-equivalents, "
         f"you use {_fmt(capped[1])} and this needs {_fmt(workspace.gpu_equivalents)}."
     )
-
-
-def _give_notice(workspace: Workspace, preempt: Preempt, now: datetime) -> None:
-    """Tell a borrower it must make room; it is stopped when the notice runs out (``expire_notices``)."""
-    if workspace.preempt_at is not None:
-        return
-    deadline = now + timedelta(seconds=settings.PREEMPTION_NOTICE_SECONDS)
-    if Workspace.objects.filter(pk=workspace.pk, preempt_at__isnull=True).update(preempt_at=deadline) == 1:
-        workspace.preempt_at = deadline
-        note(
-            workspace,
-            f"Will be preempted at {deadline:%H:%M:%S} UTC: {preempt.message} It is then stopped, keeps its "
-            "home volume and queues again.",
-            source="scheduler",
-            details={"event": "preemption_notice", "at": deadline.isoformat()},
-        )
 
 
 def expire_notices(now: datetime) -> int:
@@ -171,7 +161,8 @@ def _admit_gpu_queue(
     quotas: QuotaSnapshot,
     by_id: dict[str, Workspace],
     now: datetime,
-) -> int:
+    decisions: Decisions,
+) -> None:
     """Decide, admit what the engine chose, and decide again without what could not be admitted after all.
 
     The engine does not know member caps or node fragmentation, so ``admit_one`` can refuse what it chose.
@@ -185,62 +176,73 @@ def _admit_gpu_queue(
     for workspace in queue:
         over_cap = _over_member_cap(workspace, quotas)
         if over_cap:  # cannot start whatever the rest of the queue does: no room is planned for it
-            set_reason(workspace, over_cap, source="scheduler")
+            decisions.wait(workspace, over_cap)
         else:
             pending.append(workspace)
-    count = 0
     for _ in range(MAX_PASSES):
-        decisions = decide(AdmissionState(config, held, usage), [workload_of(w) for w in pending])
-        for preempt in decisions.preempt:
-            _give_notice(by_id[preempt.workload_id], preempt, now)
-        noticed = {preempt.workload_id for preempt in decisions.preempt}
+        decided = decide(AdmissionState(config, held, usage), [workload_of(w) for w in pending])
+        for preempt in decided.preempt:
+            decisions.notice(by_id[preempt.workload_id], preempt.message, now)
+        noticed = {preempt.workload_id for preempt in decided.preempt}
         held = [replace(w, preempting=True) if w.id in noticed else w for w in held]  # not chosen twice
         refused = False
-        for admit in decisions.admit:
+        for admit in decided.admit:
             workspace = by_id[admit.workload_id]
-            if admit_one(workspace, capacity, borrowing=admit.borrowing, quotas=quotas):
-                count += 1
+            if admit_one(workspace, capacity, borrowing=admit.borrowing, quotas=quotas, decisions=decisions):
                 held.append(workload_of(workspace))
             else:
                 refused = True
-        waiting = [by_id[wait.workload_id] for wait in decisions.waiting]
+        waiting = [by_id[wait.workload_id] for wait in decided.waiting]
         if not (refused and waiting):
             break
         pending = waiting
-    for wait in decisions.waiting:
+    for wait in decided.waiting:
         workspace = by_id[wait.workload_id]
-        set_reason(workspace, _wait_message(workspace, wait, capacity, quotas), source="scheduler")
-    return count
+        decisions.wait(workspace, _wait_message(workspace, wait, capacity, quotas))
+
+
+def _load(
+    rows: QuerySet[Workspace], offerings: Mapping[int, GpuOffering], teams: Mapping[int, Team]
+) -> list[Workspace]:
+    """The cycle's columns of ``rows``, with offering and team from the given maps: one query, and one shared
+    offering and team object each, instead of a copy per row."""
+    loaded = list(rows.only(*CYCLE_FIELDS))
+    for workspace in loaded:
+        workspace.offering = offerings[workspace.offering_id]
+        workspace.team = teams[workspace.team_id]
+    return loaded
 
 
 def run_cycle(kube: Kube) -> int:
-    """Admit what fits; returns how many workspaces were admitted (0 if another cycle is running)."""
+    """Admit what fits; returns how many workspaces were admitted (0 if another cycle is running).
+
+    A cycle asked for while another runs is not lost: the running one, once done, runs again at once (a
+    request that arrived during it would otherwise wait for the next beat)."""
     with single_flight("scheduling-cycle") as acquired:
         if not acquired:
-            log.info("scheduling cycle skipped: another one is running")
+            cache.set(AGAIN, True, timeout=60)
+            log.info("scheduling cycle skipped: another one is running, and runs again when done")
             return 0
+        cache.delete(AGAIN)  # this cycle reads everything asked for until now
         with passes.timed("scheduling_cycle"):
-            return _cycle(kube)
+            count = _cycle(kube)
+    if cache.delete(AGAIN):
+        enqueue_coalesced(tasknames.RUN_CYCLE)
+    return count
 
 
 def _cycle(kube: Kube) -> int:
     """One cycle, under the lock."""
     now = timezone.now()
     expire_notices(now)
-    holding = Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES)
-    active = list(holding.select_related("offering", "team").defer(*UNUSED))
+    offerings, teams = GpuOffering.objects.in_bulk(), Team.objects.in_bulk()
+    active = _load(Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES), offerings, teams)
     admitted = [workload_of(w) for w in active if is_gpu(w)]
     usage = decayed_usage.advance(admitted, now)  # every cycle, so history accrues while the queue is empty
-    queued = list(
-        Workspace.objects.filter(state=State.QUEUED)
-        .select_related("offering", "team", "owner")
-        .defer(*UNUSED)
-        .order_by("created_at", "id")
-    )
+    queued = _load(Workspace.objects.filter(state=State.QUEUED).order_by("created_at", "id"), offerings, teams)
     if not queued:
         return 0
-    nodes = kube.list("Node", None, "")
-    capacity = Capacity.from_objects(nodes, kube.list("Pod", None, ""))
+    capacity = cluster_capacity(kube)
     # Admitted workspaces whose pods are not on a node yet hold their room: on their pinned node, or
     # wherever the engine would put them (unpinned after the cluster disagreed, or spread jobs).
     for pending in active:
@@ -254,9 +256,12 @@ def _cycle(kube: Kube) -> int:
     # the quotas, and the provisioning tasks go out when it commits.
     with transaction.atomic():
         quotas = QuotaSnapshot.read({w.team_id for w in queued}, lock=True)
-        count = _admit_gpu_queue(
-            [w for w in queued if is_gpu(w)], admitted, config, usage, capacity, quotas, by_id, now
-        )
-        count += sum(admit_one(w, capacity, quotas=quotas) for w in queued if not is_gpu(w))
+        decisions = Decisions()
+        gpu_queue = [w for w in queued if is_gpu(w)]
+        _admit_gpu_queue(gpu_queue, admitted, config, usage, capacity, quotas, by_id, now, decisions)
+        for workspace in queued:
+            if not is_gpu(workspace):
+                admit_one(workspace, capacity, quotas=quotas, decisions=decisions)
+        count = decisions.write()
     log.info("scheduling cycle admitted %d of %d queued workspaces", count, len(queued))
     return count

@@ -7,6 +7,7 @@ Plain strings, no imports: settings load this module before Django is set up.
 
 RUN_CYCLE = "scheduling.run_cycle"
 PROVISION = "scheduling.provision_workspace"
+PROVISION_MANY = "scheduling.provision_workspaces"  # one scheduling cycle's admissions, in batches
 TEARDOWN = "scheduling.teardown_workspace"
 RECONCILE = "scheduling.reconcile"
 COLLECT_TELEMETRY = "scheduling.collect_telemetry"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from scheduling.inventory import Capacity, Demand
@@ -130,3 +131,39 @@ def test_cordoned_tainted_and_not_ready_nodes_are_left_out(taint: dict[str, str]
     capacity = Capacity.from_objects(nodes, [])
     assert [n.name for n in capacity.nodes][:2] == ["gpu-a100-0", "gpu-h200-0"]
     assert capacity.place(whole(1)) is None
+
+
+def test_a_pod_given_back_leaves_the_capacity_exactly_as_it_was() -> None:
+    """What the live capacity relies on between cycles: occupy then vacate, in any order, is no change, for
+    whole GPUs, MIG slices, time-sliced replicas, CPU-only pods and a pod on an overcommitted node."""
+    capacity = Capacity.from_objects(demo_nodes(), [pod("gpu-h100-0", gpus(3), 1)])
+    before = capacity.copy()
+    huge = {"requests": {"cpu": "9000", "memory": "1Ti"}, "limits": {}}  # more than any node has
+    pods = [
+        pod("gpu-h100-0", gpus(4), 2),
+        pod("gpu-h100-1", gpus(8), 3),
+        pod("gpu-a100-0", {"nvidia.com/mig-3g.40gb": "2"}, 4),
+        pod("gpu-a100-0", {"nvidia.com/mig-1g.10gb": "1"}, 4),
+        pod("gpu-l40s-0", gpus(1), 5),
+        pod("cpu-0", {}, 6),
+        {"metadata": {}, "spec": {"nodeName": "cpu-1", "containers": [{"resources": huge}]}, "status": {}},
+    ]
+    held = [capacity.occupy(p) for p in pods]
+    assert all(h is not None for h in held)
+    assert capacity.bound == {1, 2, 3, 4, 5, 6}
+    assert not np.array_equal(capacity.state.cpu_free, before.state.cpu_free)
+    for h in [held[i] for i in (3, 0, 6, 2, 5, 1, 4)]:
+        assert h is not None
+        capacity.vacate(h)
+    for name in ("cpu_free", "mem_free", "gpu_free", "full_free", "ts_free", "mig_state"):
+        assert np.array_equal(getattr(capacity.state, name), getattr(before.state, name)), name
+    assert all(np.array_equal(capacity.free[k], before.free[k]) for k in before.free)
+    assert capacity.bound == {1}
+
+
+def test_a_copy_decides_apart_from_its_original() -> None:
+    capacity = Capacity.from_objects(demo_nodes(), [])
+    twin = capacity.copy()
+    assert twin.place(whole(8)) is not None
+    assert int(capacity.free["nvidia.com/gpu"].sum()) == int(twin.free["nvidia.com/gpu"].sum()) + 8
+    assert int(capacity.state.full_free.sum()) == int(twin.state.full_free.sum()) + 8

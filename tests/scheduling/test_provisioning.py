@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.core.cache import cache
@@ -13,6 +15,7 @@ from django.utils import timezone
 from kubernetes import client
 
 from scheduling import priorities
+from scheduling.benchmarks.measuring import unsent_tasks
 from scheduling.kube import names
 from scheduling.kube.calls import Kube, TransientKubeError
 from scheduling.loops import provisioning, reconcile
@@ -35,14 +38,7 @@ def kube(stack_cluster: SimCluster, quiet_cluster_loops: None) -> Iterator[Kube]
 
 @pytest.fixture
 def notebook(org: Org, kube: Kube) -> Iterator[Workspace]:
-    offering: GpuOffering = install_offerings()["a100-sxm4-80gb-1g-10gb"]
-    # A fresh name per test: objects of the previous test's workspace may still be terminating.
-    workspace = Workspace.objects.create(
-        name=f"nb{next(_names)}", kind="notebook", team=org.alpha, owner=org.member, offering=offering, gpu_count=1,
-        image="quay.io/jupyter/scipy-notebook:2025-06-02", cpu_millis=1000, memory_mib=2048,
-        max_runtime_seconds=3600, gpu_equivalents=Decimal("0.1429"), state="admitted", admitted_at=timezone.now(),
-        token_salt="abc",
-    )  # fmt: skip
+    workspace = admitted_notebook(org, install_offerings()["a100-sxm4-80gb-1g-10gb"])
     yield workspace
     # The cluster outlives the test, and SQLite reuses ids: leave nothing labelled with this id behind.
     for kind in ("Pod", "Service", "Secret", "PersistentVolumeClaim"):
@@ -52,6 +48,16 @@ def notebook(org: Org, kube: Kube) -> Iterator[Workspace]:
 
 
 _names = itertools.count()
+
+
+def admitted_notebook(org: Org, offering: GpuOffering) -> Workspace:
+    # A fresh name each: objects of the previous test's workspace may still be terminating.
+    return Workspace.objects.create(
+        name=f"nb{next(_names)}", kind="notebook", team=org.alpha, owner=org.member, offering=offering, gpu_count=1,
+        image="quay.io/jupyter/scipy-notebook:2025-06-02", cpu_millis=1000, memory_mib=2048,
+        max_runtime_seconds=3600, gpu_equivalents=Decimal("0.1429"), state="admitted", admitted_at=timezone.now(),
+        token_salt="abc",
+    )  # fmt: skip
 
 
 def selector(workspace: Workspace) -> str:
@@ -236,3 +242,31 @@ def test_a_pass_that_failed_gives_the_orphan_sweep_back(kube: Kube, stack_cluste
     with pytest.raises(TransientKubeError):
         reconcile.reconcile(kube)
     assert orphan_sweep_due()  # the next pass sweeps instead of waiting out ORPHAN_SWEEP_SECONDS
+
+
+def test_a_batch_creates_each_workspace_once_and_deals_with_each_failure_on_its_own(
+    org: Org, kube: Kube, stack_cluster: SimCluster, django_capture_on_commit_callbacks: Any
+) -> None:
+    offering: GpuOffering = install_offerings()["a100-sxm4-80gb-1g-10gb"]
+    batch = [admitted_notebook(org, offering) for _ in range(5)]
+    stack_cluster.inject_fault(verb="create", resource="pods", status=422, message='Pod "x" is invalid: nope')
+    stack_cluster.inject_fault(verb="create", resource="pods", status=503)
+    try:
+        with unsent_tasks() as sent, django_capture_on_commit_callbacks(execute=True):
+            assert provisioning.provision_many(kube, [w.pk for w in batch]) == 3
+        states = Counter(Workspace.objects.filter(pk__in=[w.pk for w in batch]).values_list("state", flat=True))
+        assert states == {"provisioning": 3, "failed": 1, "admitted": 1}
+        failed = Workspace.objects.get(pk__in=[w.pk for w in batch], state="failed")
+        assert failed.reason == 'The cluster refused the workspace: Pod "x" is invalid: nope'
+        assert sent["scheduling.provision_workspace"] == 1  # the transient failure: a task of its own retries it
+        for workspace in batch:
+            pods = count(stack_cluster, "pod", workspace)
+            assert pods == (1 if Workspace.objects.get(pk=workspace.pk).state == "provisioning" else 0)
+        # Run again (a batch redelivered after a crash): nothing is created twice, the admitted one is done.
+        assert provisioning.provision_many(kube, [w.pk for w in batch]) == 4
+        assert [count(stack_cluster, "pod", w) for w in batch].count(1) == 4
+    finally:
+        for workspace in batch:
+            for kind in ("Pod", "Service", "Secret", "PersistentVolumeClaim"):
+                for obj in kube.list(kind, "team-alpha", selector(workspace)):
+                    kube.delete(kind, "team-alpha", obj["metadata"]["name"])

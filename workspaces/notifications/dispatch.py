@@ -8,6 +8,8 @@ few dictionary look-ups; only a notifiable event costs an ``on_commit`` callback
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from django.db import transaction
@@ -31,6 +33,18 @@ def notify_after_commit(event: WorkspaceEvent) -> None:
     # robust: a broker that cannot be reached is logged, never raised into the caller after its commit (the
     # loops would stop on it); the event stays in the timeline either way.
     transaction.on_commit(lambda: _send(event_id), robust=True)
+
+
+def notify_many_after_commit(events: Iterable[WorkspaceEvent]) -> None:
+    """:func:`notify_after_commit` for a batch of events written at once: one ``on_commit`` callback."""
+    ids = [event.pk for event in events if classify(event) is not None]
+    if ids:
+        transaction.on_commit(partial(_send_all, ids), robust=True)
+
+
+def _send_all(event_ids: list[int]) -> None:
+    for event_id in event_ids:
+        _send(event_id)
 
 
 def _send(event_id: int) -> None:

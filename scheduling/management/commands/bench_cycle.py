@@ -13,7 +13,10 @@ enqueues are counted, never sent. Everything it creates is removed at the end.
 
 from __future__ import annotations
 
+import cProfile
+import io
 import json
+import pstats
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,9 @@ class Command(BaseCommand):
         parser.add_argument("--churn", type=float, default=defaults.churn, help="share finishing per round (0.1)")
         parser.add_argument("--seed", type=int, default=defaults.seed)
         parser.add_argument("--json", type=Path, help="also write the full report (every cycle) to this file")
+        parser.add_argument(
+            "--profile", type=Path, help="write cProfile statistics of the timed cycles to this file (pstats format)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         scenario = Scenario(
@@ -44,10 +50,14 @@ class Command(BaseCommand):
             churn=options["churn"],
             seed=options["seed"],
         )
+        profiler = cProfile.Profile() if options["profile"] else None
         try:
-            report = run_benchmark(scenario, progress=self.stderr.write)
+            report = run_benchmark(scenario, progress=self.stderr.write, profiler=profiler)
         except BenchError as exc:
             raise CommandError(str(exc)) from exc
+        if profiler is not None:
+            profiler.dump_stats(options["profile"])
+            self._print_profile(options["profile"])
         self._print(report)
         if options["json"]:
             options["json"].write_text(json.dumps(report.as_dict(), indent=2))
@@ -70,6 +80,12 @@ class Command(BaseCommand):
         self.stdout.write("most repeated SQL statements in the last cycle (count, shape):")
         for count, shape in cycles[-1].repeated:
             self.stdout.write(f"  {count:>6}  {shape[:160]}")
+
+    def _print_profile(self, path: Path) -> None:
+        """The functions where the timed cycles spent the most time, their callees included."""
+        out = io.StringIO()
+        pstats.Stats(str(path), stream=out).sort_stats("cumulative").print_stats(30)
+        self.stdout.write(out.getvalue())
 
     @staticmethod
     def _line(c: CycleFigures) -> str:
