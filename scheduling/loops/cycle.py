@@ -18,18 +18,17 @@ from decimal import Decimal
 
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import QuerySet
 from django.utils import timezone
 
-from portal.models import Team
 from portal.queue import enqueue_coalesced
-from scheduling.demand import demand_of, is_gpu, workload_of
+from scheduling.demand import demand_of, is_gpu
 from scheduling.engine.admission import AdmissionState, Wait, WaitReason, decide
 from scheduling.engine.quota import QuotaConfig, Workload
 from scheduling.inventory import Capacity
 from scheduling.kube.calls import Kube
 from scheduling.live_capacity import cluster_capacity
 from scheduling.loops import passes, tasknames
+from scheduling.loops.cycle_rows import cycle_rows
 from scheduling.loops.decisions import Decisions
 from scheduling.loops.locks import single_flight
 from scheduling.loops.provisioning import request_teardown
@@ -40,12 +39,6 @@ from workspaces.models import GpuOffering, Workspace
 from workspaces.transitions import State, transition
 
 log = logging.getLogger(__name__)
-# The columns the cycle reads of a workspace; the rest (JSON above all) cost measurable time over thousands of
-# rows each cycle. Reading any other field of a loaded row would cost a query per row.
-CYCLE_FIELDS = (
-    "team", "owner", "offering", "kind", "gpu_count", "workers", "cpu_millis", "memory_mib", "gpu_equivalents",
-    "priority", "borrowing", "preempt_at", "state", "reason", "pinned_node", "created_at", "admitted_at",
-)  # fmt: skip
 AGAIN = "scheduling-cycle:again"  # cache key: a cycle was asked for while one ran
 MAX_PASSES = 3  # of the admission engine per cycle, when requests it chose could not be admitted
 
@@ -179,8 +172,9 @@ def _admit_gpu_queue(
             decisions.wait(workspace, over_cap)
         else:
             pending.append(workspace)
+    workload = cycle_rows().workload
     for _ in range(MAX_PASSES):
-        decided = decide(AdmissionState(config, held, usage), [workload_of(w) for w in pending])
+        decided = decide(AdmissionState(config, held, usage), [workload(w) for w in pending])
         for preempt in decided.preempt:
             decisions.notice(by_id[preempt.workload_id], preempt.message, now)
         noticed = {preempt.workload_id for preempt in decided.preempt}
@@ -189,28 +183,24 @@ def _admit_gpu_queue(
         for admit in decided.admit:
             workspace = by_id[admit.workload_id]
             if admit_one(workspace, capacity, borrowing=admit.borrowing, quotas=quotas, decisions=decisions):
-                held.append(workload_of(workspace))
+                # As the next pass must see it: admitted now (written when the cycle ends), maybe borrowing.
+                at = decisions.admissions[workspace.pk].fields["admitted_at"].timestamp()
+                held.append(replace(workload(workspace), admitted_at=at, borrowing=admit.borrowing))
             else:
                 refused = True
         waiting = [by_id[wait.workload_id] for wait in decided.waiting]
         if not (refused and waiting):
             break
         pending = waiting
+    # Thousands wait for the same few reasons: each message is made once per shape of request.
+    messages: dict[tuple[object, ...], str] = {}
     for wait in decided.waiting:
-        workspace = by_id[wait.workload_id]
-        decisions.wait(workspace, _wait_message(workspace, wait, capacity, quotas))
-
-
-def _load(
-    rows: QuerySet[Workspace], offerings: Mapping[int, GpuOffering], teams: Mapping[int, Team]
-) -> list[Workspace]:
-    """The cycle's columns of ``rows``, with offering and team from the given maps: one query, and one shared
-    offering and team object each, instead of a copy per row."""
-    loaded = list(rows.only(*CYCLE_FIELDS))
-    for workspace in loaded:
-        workspace.offering = offerings[workspace.offering_id]
-        workspace.team = teams[workspace.team_id]
-    return loaded
+        w = by_id[wait.workload_id]
+        key = (wait.reason, wait.message, w.team_id, w.offering_id, w.kind, w.gpu_count, w.workers, w.cpu_millis,
+               w.memory_mib, w.gpu_equivalents)  # fmt: skip
+        if key not in messages:
+            messages[key] = _wait_message(w, wait, capacity, quotas)
+        decisions.wait(w, messages[key])
 
 
 def run_cycle(kube: Kube) -> int:
@@ -235,11 +225,12 @@ def _cycle(kube: Kube) -> int:
     """One cycle, under the lock."""
     now = timezone.now()
     expire_notices(now)
-    offerings, teams = GpuOffering.objects.in_bulk(), Team.objects.in_bulk()
-    active = _load(Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES), offerings, teams)
-    admitted = [workload_of(w) for w in active if is_gpu(w)]
+    rows = cycle_rows()
+    loaded = rows.load([*Workspace.ACTIVE_STATES, State.QUEUED])
+    active = [w for w in loaded if w.state != State.QUEUED]
+    queued = [w for w in loaded if w.state == State.QUEUED]  # oldest first
+    admitted = [rows.workload(w) for w in active if is_gpu(w)]
     usage = decayed_usage.advance(admitted, now)  # every cycle, so history accrues while the queue is empty
-    queued = _load(Workspace.objects.filter(state=State.QUEUED).order_by("created_at", "id"), offerings, teams)
     if not queued:
         return 0
     capacity = cluster_capacity(kube)
