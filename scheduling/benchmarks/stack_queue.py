@@ -222,7 +222,7 @@ class Org:
 
 def cleanup() -> None:
     """Remove everything a benchmark run created (the ledger's rows, then workspaces and their events first)."""
-    UsageInterval.objects.filter(user__username=USER).delete()  # the ledger protects the workspaces it bills
+    UsageInterval.objects.filter(workspace__owner__username=USER).delete()  # the ledger protects what it bills
     WorkspaceEvent.objects.filter(workspace__owner__username=USER).delete()
     Workspace.objects.filter(owner__username=USER).delete()
     TeamQuota.objects.filter(team__slug__startswith=PREFIX).delete()
