@@ -173,8 +173,9 @@ def _admit_gpu_queue(
         else:
             pending.append(workspace)
     workload = cycle_rows().workload
+    queued = {w.id: workload(w) for w in pending}  # once: the passes see them unchanged
     for _ in range(MAX_PASSES):
-        decided = decide(AdmissionState(config, held, usage), [workload(w) for w in pending])
+        decided = decide(AdmissionState(config, held, usage), [queued[w.id] for w in pending])
         for preempt in decided.preempt:
             decisions.notice(by_id[preempt.workload_id], preempt.message, now)
         noticed = {preempt.workload_id for preempt in decided.preempt}
