@@ -235,7 +235,6 @@ def cleanup() -> None:
 
 
 def setup_org(plan: Plan) -> Org:
-    cleanup()
     user = User.objects.create_user(USER)
     offering = benchstack.whole_gpu_offering(OFFERING)
     Image.objects.create(slug=OFFERING, display_name="Queue bench trainer", reference=IMAGE, kind=Workspace.Kind.JOB)
@@ -438,6 +437,7 @@ def run(config: StackConfig, say: Callable[[str], None] = print) -> StackResult:
     say(f"{len(plan.items)} workloads (scale {config.scale:g}), {len(plan.expanded.queue_class)} teams, "
         f"{plan.nodes} nodes x {config.gpus_per_node} {benchstack.H100}, simulated clock x{plan.speed:g}")  # fmt: skip
     longest = max((i.sim_seconds for i in plan.items), default=1)
+    cleanup()  # what an aborted run left, before a worker starts that would act on it
     with tempfile.TemporaryDirectory(prefix="qbench-") as tmp:
         folder = Path(tmp)
         nodes_file = benchstack.cluster_file(folder, plan.nodes, gpus=config.gpus_per_node)
