@@ -109,9 +109,14 @@ def test_it_answers_what_a_full_list_answers_as_pods_and_nodes_change(
     settled(kube, live, "the new pods to be counted")
     current = live.current(timeout=5)
     assert current is not None and {9001, 9002, 9003, 9004} <= set(current.bound)
-    kube.delete("Pod", NAMESPACE, pods[0]["metadata"]["name"])
-    kube.delete("Pod", NAMESPACE, pods[2]["metadata"]["name"])
+    gone = {pods[0]["metadata"]["name"], pods[2]["metadata"]["name"]}
+    for name in gone:
+        kube.delete("Pod", NAMESPACE, name)
+    # A deleted pod holds its node until it has terminated, in both views.
+    wait_for(lambda: not gone & {p["metadata"]["name"] for p in kube.list("Pod", NAMESPACE, "")}, what="the pods to go")
     settled(kube, live, "the deleted pods to be given back")
+    current = live.current(timeout=5)
+    assert current is not None and not {9001, 9003} & set(current.bound)
     assert live.rebuilds == 1  # pods alone never rebuild it
     stack_cluster.set_node_ready("gpu-h100-0", False)
     try:
