@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,10 @@ from typing import Any, TypeVar
 import pytest
 from django.conf import settings
 from django.db import connection
+from kubernetes import client
 
 from portal.workers import worker_argv
+from scheduling.kube import keys
 from scheduling.kube.client import reset_client
 from scheduling.simcluster.testing import SimCluster, running_simcluster
 
@@ -44,6 +47,16 @@ def wait_for(probe: Callable[[], T | None], *, timeout: float = 15.0, what: str 
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.1)
+
+
+def managed_pods(stack: SimCluster, namespace: str) -> Counter[int]:
+    """The portal's live pods (not being deleted) in ``namespace``, counted per workspace id."""
+    core = client.CoreV1Api(stack.api_client())
+    pods = Counter[int]()
+    for pod in core.list_namespaced_pod(namespace, label_selector=f"{keys.MANAGED_BY}={keys.MANAGER}").items:
+        if pod.metadata.deletion_timestamp is None:
+            pods[int(pod.metadata.labels[keys.WORKSPACE_ID])] += 1
+    return pods
 
 
 def die_with_parent() -> None:

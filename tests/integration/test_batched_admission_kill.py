@@ -18,13 +18,11 @@ from typing import Any
 import psycopg
 import pytest
 from django.db import connection
-from kubernetes import client
 
-from scheduling.kube import keys
 from scheduling.simcluster.testing import SimCluster
 from tests.catalogue import install_images, install_offerings, set_quota
 from tests.conftest import Org, api_client_for
-from tests.stack_fixtures import Worker, _database_url, wait_for
+from tests.stack_fixtures import Worker, _database_url, managed_pods, wait_for
 from workspaces.models import Workspace, WorkspaceEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,16 +45,6 @@ def cycle_waits_on_a_workspace_row() -> bool:
             ["%workspaces_workspace%", "%FOR UPDATE%"],
         )
         return bool(cursor.fetchone()[0])
-
-
-def pods_by_workspace(stack: SimCluster) -> Counter[int]:
-    core = client.CoreV1Api(stack.api_client())
-    selector = f"{keys.MANAGED_BY}={keys.MANAGER}"
-    pods = Counter[int]()
-    for pod in core.list_namespaced_pod("team-alpha", label_selector=selector).items:
-        if pod.metadata.deletion_timestamp is None:
-            pods[int(pod.metadata.labels[keys.WORKSPACE_ID])] += 1
-    return pods
 
 
 def test_a_worker_killed_mid_batch_admits_nothing_twice_and_loses_nothing(
@@ -85,14 +73,14 @@ def test_a_worker_killed_mid_batch_admits_nothing_twice_and_loses_nothing(
 
     def settled() -> bool:
         states = Counter(Workspace.objects.filter(pk__in=ids).values_list("state", flat=True))
-        return states["running"] == GUARANTEE and sum(pods_by_workspace(stack).values()) == GUARANTEE
+        return states["running"] == GUARANTEE and sum(managed_pods(stack, "team-alpha").values()) == GUARANTEE
 
     wait_for(settled, timeout=90, what=f"{GUARANTEE} notebooks to run")
     running = set(Workspace.objects.filter(pk__in=ids, state="running").values_list("pk", flat=True))
     assert Workspace.objects.filter(pk__in=ids, state="queued").count() == REQUESTS - GUARANTEE  # none lost
     assert all(reason.startswith("Waiting for team quota") for reason in
                Workspace.objects.filter(pk__in=ids, state="queued").values_list("reason", flat=True))  # fmt: skip
-    assert pods_by_workspace(stack) == Counter(dict.fromkeys(running, 1))  # one pod each, none for the queued
+    assert managed_pods(stack, "team-alpha") == Counter(dict.fromkeys(running, 1))  # one pod each, none for the queued
     admissions = Counter(
         WorkspaceEvent.objects.filter(workspace__in=ids, to_state="admitted").values_list("workspace", flat=True)
     )

@@ -12,7 +12,6 @@ print how long convergence took.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +22,7 @@ from scheduling.kube import keys
 from scheduling.simcluster.testing import SimCluster
 from tests.catalogue import install_images, install_offerings, set_quota
 from tests.conftest import Org, api_client_for
-from tests.stack_fixtures import Worker, wait_for
+from tests.stack_fixtures import Worker, managed_pods, wait_for
 from workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,10 +62,7 @@ def problems(stack: SimCluster, desired: dict[int, str]) -> list[str]:
     wrong = [f"workspace {pk} is {states.get(pk)}, wanted {want}" for pk, want in desired.items() if states[pk] != want]
     core = client.CoreV1Api(stack.api_client())
     selector = f"{keys.MANAGED_BY}={keys.MANAGER}"
-    pods = Counter[int]()
-    for pod in core.list_namespaced_pod("team-alpha", label_selector=selector).items:
-        if pod.metadata.deletion_timestamp is None:
-            pods[int(pod.metadata.labels[keys.WORKSPACE_ID])] += 1
+    pods = managed_pods(stack, "team-alpha")
     for pk, want in desired.items():
         expected = 1 if want == RUNNING else 0
         if pods[pk] != expected:

@@ -11,8 +11,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client, config
@@ -21,24 +21,13 @@ from scheduling.kube import informer as informer_module
 from scheduling.kube.calls import Kube, KubeError, WatchStream
 from scheduling.kube.informer import Informer, informer_for, stop_all
 from scheduling.simcluster.testing import SimCluster, running_simcluster
+from tests.stack_fixtures import wait_for
 
-T = TypeVar("T")
 SPEED = 10.0  # simulated seconds per real second: a pod starts in 0.2 s, a fault of 3,600 s lasts 6 min
 _names = itertools.count()
 
 # The client itself calls the deprecated urllib3 getheaders() when it builds an ApiException.
 pytestmark = pytest.mark.filterwarnings("ignore:HTTPResponse.getheaders:DeprecationWarning")
-
-
-def wait_for(probe: Callable[[], T | None], *, timeout: float = 15.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what or probe}")
-        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")
