@@ -259,7 +259,6 @@ class Capacity:
         """An independent copy to decide on (the node list, its selector masks and the router are shared)."""
         twin = replace(self, state=self.state.copy(), free={k: v.copy() for k, v in self.free.items()})
         twin.bound_pods = Counter(self.bound_pods)
-        twin._selectors = self._selectors
         twin._lock = threading.Lock()
         return twin
 

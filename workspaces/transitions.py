@@ -79,11 +79,12 @@ def _timestamps(to_state: str, now: Any) -> dict[str, Any]:
     return stamps
 
 
-def _lock(ids: Iterable[int], **still: Any) -> set[int]:
-    """Row-lock the workspaces of ``ids`` that still match ``still``; answers their ids. Until the caller's
-    transaction ends, no other writer can move them, so a set-based update of them cannot lose a race."""
+def lock_rows(ids: Iterable[int], **still: Any) -> dict[int, str]:
+    """Row-lock the workspaces of ``ids`` that still match ``still`` (in id order: no deadlocks between
+    batches); answers their states by id. Until the caller's transaction ends, no other writer can move them,
+    so a set-based update of them cannot lose a race."""
     rows = Workspace.objects.select_for_update().filter(pk__in=list(ids), **still).order_by("pk")
-    return set(rows.values_list("pk", flat=True))
+    return dict(rows.values_list("pk", "state"))
 
 
 @transaction.atomic(savepoint=False)
@@ -100,7 +101,7 @@ def transition_many(
     names = set(moves[0].fields)
     if any(set(move.fields) != names for move in moves):
         raise ValueError("every move of one transition_many names the same fields")
-    still = _lock((move.workspace.pk for move in moves), state__in=list(expected))
+    still = lock_rows((move.workspace.pk for move in moves), state__in=list(expected))
     stamps = _timestamps(to_state, timezone.now())
     moved: list[Workspace] = []
     events: list[WorkspaceEvent] = []
@@ -144,15 +145,7 @@ def note_many(notes: Sequence[tuple[Workspace, str, dict[str, Any]]], *, source:
 
 def note(workspace: Workspace, reason: str, *, source: str = "portal", details: dict[str, Any] | None = None) -> None:
     """Record something notable that is not a state change (a new scheduler message, an extension)."""
-    event = WorkspaceEvent.objects.create(
-        workspace=workspace,
-        from_state=workspace.state,
-        to_state=workspace.state,
-        reason=reason[:500],
-        source=source,
-        details=details or {},
-    )
-    notify_after_commit(event)
+    note_many([(workspace, reason, details or {})], source=source)
 
 
 def _gist(reason: str) -> str:
@@ -182,9 +175,8 @@ def set_reasons(reasons: Sequence[tuple[Workspace, str]], *, source: str) -> Non
     changed = [(workspace, reason[:500]) for workspace, reason in reasons if workspace.reason != reason[:500]]
     if not changed:
         return
-    states = {workspace.pk: workspace.state for workspace, _ in changed}
-    rows = Workspace.objects.select_for_update().filter(pk__in=list(states)).order_by("pk")
-    still = {pk for pk, state in rows.values_list("pk", "state") if states[pk] == state}
+    locked = lock_rows(workspace.pk for workspace, _ in changed)
+    still = {workspace.pk for workspace, _ in changed if locked.get(workspace.pk) == workspace.state}
     written: list[Workspace] = []
     notes: list[tuple[Workspace, str, dict[str, Any]]] = []
     for workspace, reason in changed:

@@ -13,7 +13,7 @@ instance is built afresh.
 
 from __future__ import annotations
 
-import threading
+import functools
 from collections.abc import Iterable
 from operator import attrgetter
 from typing import Any
@@ -86,14 +86,7 @@ def _columns(objects: Iterable[Model]) -> tuple[tuple[Any, ...], ...]:
     return tuple(tuple(getattr(o, f.attname) for f in o._meta.concrete_fields) for o in objects)
 
 
-_rows: CycleRows | None = None
-_rows_lock = threading.Lock()
-
-
+@functools.cache
 def cycle_rows() -> CycleRows:
     """This process's kept rows (one scheduling cycle runs at a time in the whole deployment)."""
-    global _rows
-    with _rows_lock:
-        if _rows is None:
-            _rows = CycleRows()
-        return _rows
+    return CycleRows()

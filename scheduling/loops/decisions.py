@@ -19,7 +19,7 @@ from django.utils import timezone
 from portal.queue import enqueue
 from scheduling.loops import tasknames
 from workspaces.models import Workspace
-from workspaces.transitions import Move, State, note_many, set_reasons, transition_many
+from workspaces.transitions import Move, State, lock_rows, note_many, set_reasons, transition_many
 
 
 @dataclass
@@ -69,8 +69,7 @@ class Decisions:
         # One deadline for the cycle's notices: they were all given at its start time.
         deadline = next(iter(self.notices.values()))[0].preempt_at
         assert deadline is not None  # set by notice()
-        unnoticed = Workspace.objects.select_for_update().filter(pk__in=list(self.notices), preempt_at__isnull=True)
-        ids = list(unnoticed.order_by("pk").values_list("pk", flat=True))
+        ids = list(lock_rows(self.notices, preempt_at__isnull=True))  # not noticed by another writer meanwhile
         Workspace.objects.filter(pk__in=ids).update(preempt_at=deadline)
         note_many(
             [
