@@ -332,6 +332,9 @@ RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0, minimu
 # of this many workspaces at once (scheduling/loops/provisioning.py, provision_many).
 PROVISION_BATCH_SIZE = env_int("PROVISION_BATCH_SIZE", 20, minimum=1, maximum=500)
 PROVISION_CONCURRENCY = env_int("PROVISION_CONCURRENCY", 8, minimum=1, maximum=64)
+# Waiting requests per team whose reason the scheduling cycle keeps current (figures and all); the ones
+# behind them read "Waiting in line", which does not change every cycle (scheduling/loops/cycle.py).
+QUEUE_EXPLAINED_PER_TEAM = env_int("QUEUE_EXPLAINED_PER_TEAM", 20, minimum=1)
 # The scheduling cycle keeps the cluster's capacity between cycles from watches on nodes and pods
 # (scheduling/live_capacity.py) instead of listing every node and pod each cycle. Off in the test process,
 # whose tests change the cluster and at once run a cycle in the same breath; the full-stack workers use it.

@@ -11,11 +11,13 @@ and the rest decided again.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
@@ -31,12 +33,12 @@ from scheduling.loops import passes, tasknames
 from scheduling.loops.cycle_rows import cycle_rows
 from scheduling.loops.decisions import Decisions
 from scheduling.loops.locks import single_flight
-from scheduling.loops.provisioning import request_teardown
+from scheduling.loops.provisioning import request_teardowns
 from scheduling.quota import fair_share as decayed_usage
 from scheduling.quota.rules import may_borrow, quota_config
 from scheduling.quota.snapshot import QuotaSnapshot
 from workspaces.models import GpuOffering, Workspace
-from workspaces.transitions import State, transition
+from workspaces.transitions import Move, State, transition_many
 
 log = logging.getLogger(__name__)
 AGAIN = "scheduling-cycle:again"  # cache key: a cycle was asked for while one ran
@@ -107,16 +109,19 @@ def _over_member_cap(workspace: Workspace, quotas: QuotaSnapshot) -> str:
 
 
 def expire_notices(now: datetime) -> int:
-    """Stop borrowers whose notice ran out, and queue them again."""
-    due = Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES, preempt_at__lte=now)
-    stopped = 0
-    for workspace in due:
+    """Stop borrowers whose notice ran out, and queue them again: in a few statements however many."""
+    due: dict[str, list[Workspace]] = {}
+    for workspace in Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES, preempt_at__lte=now):
+        due.setdefault(workspace.state, []).append(workspace)
+    reason = "Preempted: the capacity it borrowed was needed for another team's guarantee."
+    stopped: list[Workspace] = []
+    with transaction.atomic():
+        for state, workspaces in due.items():  # each only if still in the state it was read in
+            moves = [Move(workspace, reason, {}) for workspace in workspaces]
+            stopped += transition_many(moves, State.PREEMPTED, expected=[state], source="scheduler")
         # Teardown queues it again once its pods are gone (so the new pods never meet the old ones).
-        reason = "Preempted: the capacity it borrowed was needed for another team's guarantee."
-        if transition(workspace, State.PREEMPTED, reason, source="scheduler"):
-            request_teardown(workspace.pk, delete_volume=False)
-            stopped += 1
-    return stopped
+        request_teardowns([workspace.pk for workspace in stopped], delete_volume=False)
+    return len(stopped)
 
 
 def _quota_message(workspace: Workspace, quotas: QuotaSnapshot, *, borrowing: bool) -> str:
@@ -193,15 +198,33 @@ def _admit_gpu_queue(
         if not (refused and waiting):
             break
         pending = waiting
-    # Thousands wait for the same few reasons: each message is made once per shape of request.
+    # Thousands wait for the same few reasons: each message is made once per shape of request. Only the
+    # first few of each team (in the order the next cycle takes them) get the live reason, whose figures
+    # change with every admission; the rest say they are in line, in words that stay the same until they
+    # near the front, so a deep queue is not rewritten (nor its timeline noted) every cycle.
     messages: dict[tuple[object, ...], str] = {}
+    ahead: Counter[int] = Counter()
+    explained = settings.QUEUE_EXPLAINED_PER_TEAM
     for wait in decided.waiting:
         w = by_id[wait.workload_id]
+        ahead[w.team_id] += 1
+        if ahead[w.team_id] > explained:
+            decisions.wait(w, in_line_message(w.team.name, explained))
+            continue
         key = (wait.reason, wait.message, w.team_id, w.offering_id, w.kind, w.gpu_count, w.workers, w.cpu_millis,
                w.memory_mib, w.gpu_equivalents)  # fmt: skip
         if key not in messages:
             messages[key] = _wait_message(w, wait, capacity, quotas)
         decisions.wait(w, messages[key])
+
+
+def in_line_message(team: str, ahead: int) -> str:
+    """The reason of a request behind the first ``ahead`` waiting ones of its team: the same words until it
+    is among them."""
+    return (
+        f"Waiting in line: at least {ahead} of {team}'s requests are ahead of it and wait too; it gets its own "
+        "reason when it nears the front (the queue page shows its place)."
+    )
 
 
 def run_cycle(kube: Kube) -> int:

@@ -176,10 +176,18 @@ def request_teardown(workspace_id: int, *, delete_volume: bool) -> None:
     The debt is written down (``teardown_requested_at``) in the caller's transaction, so a task lost with a
     crashed worker or exhausted by a Kubernetes outage does not lose it: the reconcile loop pays it
     (:func:`scheduling.loops.reconcile.finish_lost_teardowns`)."""
-    Workspace.objects.filter(pk=workspace_id, teardown_requested_at__isnull=True).update(
+    request_teardowns([workspace_id], delete_volume=delete_volume)
+
+
+def request_teardowns(workspace_ids: Sequence[int], *, delete_volume: bool) -> None:
+    """:func:`request_teardown` for many workspaces, the debt written in one statement."""
+    if not workspace_ids:
+        return
+    Workspace.objects.filter(pk__in=workspace_ids, teardown_requested_at__isnull=True).update(
         teardown_requested_at=timezone.now()
     )
-    enqueue(tasknames.TEARDOWN, workspace_id, delete_volume)
+    for workspace_id in workspace_ids:
+        enqueue(tasknames.TEARDOWN, workspace_id, delete_volume)
 
 
 def teardown(kube: Kube, workspace_id: int, *, delete_volume: bool) -> None:

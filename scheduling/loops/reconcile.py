@@ -164,7 +164,9 @@ def _unpin(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterVie
 
 def _remove_orphans(kube: Kube, view: ClusterView) -> int:
     """Delete labelled objects whose workspace no longer wants them."""
-    states = dict(Workspace.objects.values_list("pk", "state"))
+    # Only the workspaces the cluster holds objects of: every workspace ever made would grow with history.
+    owners = {*view.pods, *view.jobs, *(owner for _, obj in view.others if (owner := _workspace_id(obj)) is not None)}
+    states = dict(Workspace.objects.filter(pk__in=owners).values_list("pk", "state"))
     wants_pods = {pk for pk, state in states.items() if state in Workspace.ACTIVE_STATES}
     wants_volume = {pk for pk, state in states.items() if state != State.DELETED}
     removed = 0
