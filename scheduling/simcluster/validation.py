@@ -112,6 +112,9 @@ def check_schema(obj: JSON, rtype: ResourceType, *, strict: bool = True) -> list
     """Validate against the strict 1.34 schema. Unknown fields (when `strict`) and type mismatches raise
     400 as a decoding failure does; other schema violations come back as 422 causes. Without `strict`,
     unknown fields are dropped from `obj` instead ("fieldValidation=Ignore")."""
+    quick = schemas.quick_check(rtype.api_version, rtype.kind)
+    if quick is None or quick(obj):
+        return []  # valid, or no schema: the full validator would find nothing either
     checker = schemas.validator(rtype.api_version, rtype.kind)
     if checker is None:
         return []
