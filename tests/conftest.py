@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
@@ -31,6 +33,33 @@ class Org:
 
     def persona(self, name: str) -> User | None:
         return None if name == "anonymous" else getattr(self, name)
+
+
+@dataclass(frozen=True)
+class SentTask:
+    name: str
+    args: tuple[Any, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@pytest.fixture
+def sent_tasks() -> Iterator[list[SentTask]]:
+    """The tasks enqueued meanwhile, kept from the broker (and not run, even where tasks run eagerly)."""
+    from portal.celery import app
+
+    calls: list[SentTask] = []
+
+    def record(name: str, args: tuple[Any, ...] = (), *rest: Any, **options: Any) -> None:
+        calls.append(SentTask(name, tuple(args), options))
+
+    eager = app.conf.task_always_eager
+    app.conf.task_always_eager = False  # an eager task would run here instead of reaching send_task
+    app.send_task = record  # type: ignore[method-assign,assignment] # undone below
+    try:
+        yield calls
+    finally:
+        del app.send_task
+        app.conf.task_always_eager = eager
 
 
 @pytest.fixture(autouse=True)

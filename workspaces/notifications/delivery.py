@@ -1,5 +1,5 @@
-"""What the delivery tasks do for one event, one budget alert or one operations alert's notice: a row per
-recipient, then email and webhook per their choices.
+"""What the delivery tasks do for one event (or a batch of events written together), one budget alert or one
+operations alert's notice: a row per recipient, then email and webhook per their choices.
 
 Idempotent per (event or alert, recipient, channel): the row is unique per event (alert) and recipient, and
 each channel is
@@ -7,19 +7,25 @@ claimed with a compare-and-set (``pending``/``failed`` -> ``sending``) before an
 redelivered or retried task never sends a channel that went out. A channel that fails is logged and marked
 ``failed`` with the error, and tried again by the task's bounded retries (``NOTIFY_MAX_ATTEMPTS`` in all).
 Nothing here raises for an SMTP server or webhook that is down.
+
+A batch costs a few queries in all for its events, recipients, preferences and rows, not a few per event: most
+recipients want neither email nor webhook, and their rows then need nothing more.
 """
 
 from __future__ import annotations
 
 import logging
 import smtplib
-from dataclasses import dataclass
+import time
+from collections import defaultdict
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import Any
 
 import requests
 from django.conf import settings
 from django.core.mail import EmailMessage
-from django.db.models import F, QuerySet
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -38,6 +44,7 @@ log = logging.getLogger(__name__)
 
 EMAIL, WEBHOOK = "email", "webhook"
 ERROR_LIMIT = 300  # Notification.email_error / webhook_error
+OWED = (Delivery.PENDING, Delivery.FAILED)  # a channel in one of these is sent (again) while it has attempts left
 
 
 @dataclass
@@ -46,19 +53,49 @@ class Outcome:
     sent: int = 0
     failed: int = 0
     retry: bool = False  # a channel failed and has attempts left
+    rest: list[int] = field(default_factory=list)  # a batch's events not reached before its deadline
 
     def as_dict(self) -> dict[str, Any]:
         return {"notifications": self.notifications, "sent": self.sent, "failed": self.failed, "retry": self.retry}
 
 
+@dataclass
+class Notice:
+    """One notifiable thing and who hears of it. ``of`` names it as its rows do (``{"event": ...}``,
+    ``{"budget_alert": ...}`` or ``{"ops_notice": ...}``); ``extra`` is more for its rows."""
+
+    of: dict[str, Any]
+    kind: str
+    message: Message
+    link: str
+    users: list[User]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> int:
+        [thing] = self.of.values()
+        return int(thing.pk)
+
+
 def recipients(event: WorkspaceEvent, kind: str) -> list[User]:
     """The owner; for a possibly stuck job the team's leads too. Only people who can still sign in."""
-    workspace = event.workspace
-    ids = {workspace.owner_id}
-    if kind in LEADS_TOO:
-        leads = Membership.objects.filter(team_id=workspace.team_id, role=Membership.Role.LEAD)
-        ids.update(leads.values_list("user_id", flat=True))
-    return list(User.objects.filter(pk__in=ids, is_active=True).order_by("pk"))
+    return recipients_of([(event, kind)])[event.pk]
+
+
+def recipients_of(events: Collection[tuple[WorkspaceEvent, str]]) -> dict[int, list[User]]:
+    """:func:`recipients` of each (event, kind) of a batch, by event id, in two queries for all of them."""
+    lead_teams = {event.workspace.team_id for event, kind in events if kind in LEADS_TOO}
+    leads: defaultdict[int, set[int]] = defaultdict(set)
+    if lead_teams:
+        rows = Membership.objects.filter(team_id__in=lead_teams, role=Membership.Role.LEAD)
+        for team_id, user_id in rows.values_list("team_id", "user_id"):
+            leads[team_id].add(user_id)
+    wanted = {
+        event.pk: {event.workspace.owner_id} | (leads[event.workspace.team_id] if kind in LEADS_TOO else set())
+        for event, kind in events
+    }
+    active = User.objects.filter(is_active=True).in_bulk({pk for ids in wanted.values() for pk in ids})
+    return {event_id: [active[pk] for pk in sorted(ids) if pk in active] for event_id, ids in wanted.items()}
 
 
 def budget_recipients(alert: BudgetAlert) -> list[User]:
@@ -88,21 +125,26 @@ def absolute(path: str) -> str:
 
 
 def deliver(event_id: int) -> Outcome:
-    event = WorkspaceEvent.objects.select_related("workspace").filter(pk=event_id).first()
-    kind = classify(event) if event is not None else None
-    if event is None or kind is None:
-        return Outcome()  # the workspace was deleted meanwhile, or nothing to tell
+    return deliver_many([event_id])
+
+
+def deliver_many(event_ids: Collection[int], *, deadline: float | None = None) -> Outcome:
+    """:func:`deliver` for the events of a batch, read together with their workspaces, recipients and rows.
+    Past ``deadline`` (``time.monotonic()``) the events not reached are left in ``rest``, their rows made."""
+    found = WorkspaceEvent.objects.select_related("workspace").filter(pk__in=event_ids).order_by("pk")
+    # An event gone (its workspace deleted meanwhile) or with nothing to tell is skipped.
+    events = [(event, kind) for event in found if (kind := classify(event)) is not None]
+    users = recipients_of(events)
+    settings_link = absolute(reverse("notification-settings"))
+    return _deliver([_event_notice(event, kind, users[event.pk], settings_link) for event, kind in events], deadline)
+
+
+def _event_notice(event: WorkspaceEvent, kind: str, users: list[User], settings_link: str) -> Notice:
     link = absolute(reverse("workspace-detail", args=[event.workspace_id]))
     message = compose(
-        kind,
-        workspace_name=event.workspace.name,
-        reason=event.reason,
-        link=link,
-        settings_link=absolute(reverse("notification-settings")),
+        kind, workspace_name=event.workspace.name, reason=event.reason, link=link, settings_link=settings_link
     )
-    return _deliver(
-        recipients(event, kind), kind, message, link, of={"event": event}, extra={"workspace_id": event.workspace_id}
-    )
+    return Notice({"event": event}, kind, message, link, users, extra={"workspace_id": event.workspace_id})
 
 
 def deliver_budget_alert(alert_id: int) -> Outcome:
@@ -134,7 +176,7 @@ def deliver_budget_alert(alert_id: int) -> Outcome:
         link=link,
         settings_link=absolute(reverse("notification-settings")),
     )
-    return _deliver(budget_recipients(alert), Kind.BUDGET, message, link, of={"budget_alert": alert})
+    return _deliver([Notice({"budget_alert": alert}, Kind.BUDGET, message, link, budget_recipients(alert))])
 
 
 def deliver_ops_alert(notice_id: int) -> Outcome:
@@ -154,56 +196,93 @@ def deliver_ops_alert(notice_id: int) -> Outcome:
         link=link,
         settings_link=absolute(reverse("notification-settings")),
     )
-    outcome = _deliver(ops_recipients(notice), ops_kind(alert.severity), message, link, of={"ops_notice": notice})
+    kind = ops_kind(alert.severity)
+    outcome = _deliver([Notice({"ops_notice": notice}, kind, message, link, ops_recipients(notice))])
     # The rows are made: the check need not enqueue this notice again (failed channels retry on their own).
     OpsAlertNotice.objects.filter(pk=notice.pk, delivered_at__isnull=True).update(delivered_at=timezone.now())
     return outcome
 
 
-def _deliver(
-    users: list[User],
-    kind: str,
-    message: Message,
-    link: str,
-    *,
-    of: dict[str, Any],
-    extra: dict[str, Any] | None = None,
-) -> Outcome:
-    """A row per recipient for the thing ``of`` names (``{"event": ...}``, ``{"budget_alert": ...}`` or
-    ``{"ops_notice": ...}``), then
-    each channel owed; ``retry`` says whether a failed channel of any of its rows has attempts left."""
+def _deliver(notices: list[Notice], deadline: float | None = None) -> Outcome:
+    """A row per recipient of each notice, then each channel owed; ``retry`` says whether a failed channel of
+    the rows handled has attempts left. Past ``deadline`` (looked at between notices, after the first) the
+    notices not reached are left in ``rest``: their rows are made, their channels wait for the next task."""
     outcome = Outcome()
-    for user in users:
-        notification = _row(of, kind, message, user, extra or {})
-        outcome.notifications += 1
-        if _claim(notification, EMAIL):
-            _finish(notification, EMAIL, _send_email(message, user.email), outcome)
-        if _claim(notification, WEBHOOK):
-            prefs = NotificationPreference.for_user(user)
-            _finish(notification, WEBHOOK, _post_webhook(prefs.webhook_url, webhook_payload(message, link)), outcome)
-    outcome.retry = _attempts_left(Notification.objects.filter(**of))
+    if not notices:
+        return outcome
+    prefs = _preferences({user.pk for notice in notices for user in notice.users})
+    rows = _rows(notices, prefs)
+    handled: list[Notification] = []
+    for done, notice in enumerate(notices):
+        if done and deadline is not None and time.monotonic() > deadline:
+            outcome.rest = [later.key for later in notices[done:]]
+            break
+        for user in notice.users:
+            row = rows[notice.key, user.pk]
+            handled.append(row)
+            outcome.notifications += 1
+            if _claim(row, EMAIL):
+                _finish(row, EMAIL, _send_email(notice.message, user.email), outcome)
+            if _claim(row, WEBHOOK):
+                payload = webhook_payload(notice.message, notice.link)
+                _finish(row, WEBHOOK, _post_webhook(prefs[user.pk].webhook_url, payload), outcome)
+    outcome.retry = _attempts_left(handled, outcome)
     return outcome
 
 
-def _row(of: dict[str, Any], kind: str, message: Message, user: User, extra: dict[str, Any]) -> Notification:
-    """The recipient's row for the event (alert), made once: the channels wanted are fixed when it is made."""
-    prefs = NotificationPreference.for_user(user)
-    email = Delivery.PENDING if prefs.wants_email(kind) and user.email else Delivery.OFF
-    webhook = Delivery.PENDING if prefs.wants_webhook(kind) else Delivery.OFF
-    notification, _ = Notification.objects.get_or_create(
-        **of,
+def _preferences(user_ids: Collection[int]) -> dict[int, NotificationPreference]:
+    """Each person's saved choices, or the defaults (unsaved), as ``NotificationPreference.for_user`` gives
+    them, in one query for all."""
+    saved = {prefs.user_id: prefs for prefs in NotificationPreference.objects.filter(user_id__in=user_ids)}
+    return {pk: saved.get(pk) or NotificationPreference(user_id=pk) for pk in user_ids}
+
+
+def _rows(notices: list[Notice], prefs: dict[int, NotificationPreference]) -> dict[tuple[int, int], Notification]:
+    """Each recipient's row for each notice, by (thing, recipient id), made once: the channels wanted are fixed
+    when it is made. The missing ones are inserted together; a row a concurrent delivery made meanwhile is
+    kept (unique per thing and recipient) and read back with the others."""
+    rows = _read_rows(notices)
+    missing = [
+        _new_row(notice, user, prefs[user.pk])
+        for notice in notices
+        for user in notice.users
+        if (notice.key, user.pk) not in rows
+    ]
+    if missing:
+        Notification.objects.bulk_create(missing, ignore_conflicts=True)  # which gives the rows no ids
+        rows = _read_rows(notices)
+    return rows
+
+
+def _read_rows(notices: list[Notice]) -> dict[tuple[int, int], Notification]:
+    [name] = notices[0].of  # one kind of thing per call
+    found = Notification.objects.filter(**{f"{name}__in": [notice.key for notice in notices]})
+    return {(getattr(row, f"{name}_id"), row.recipient_id): row for row in found}
+
+
+def _new_row(notice: Notice, user: User, prefs: NotificationPreference) -> Notification:
+    email = Delivery.PENDING if prefs.wants_email(notice.kind) and user.email else Delivery.OFF
+    webhook = Delivery.PENDING if prefs.wants_webhook(notice.kind) else Delivery.OFF
+    return Notification(
+        **notice.of,
+        **notice.extra,
         recipient=user,
-        defaults={**extra, "kind": kind, "text": message.text, "email_status": email, "webhook_status": webhook},
+        kind=notice.kind,
+        text=notice.message.text,
+        email_status=email,
+        webhook_status=webhook,
     )
-    return notification
 
 
 def _claim(notification: Notification, channel: str) -> bool:
-    """Take the channel for sending, if it is owed and has attempts left; False if it went or someone has it."""
+    """Take the channel for sending, if it is owed and has attempts left; False if it went or someone has it.
+    The row as read already says no without an UPDATE: ``off`` and ``sent`` are final, one ``sending`` is
+    another task's (which retries it if it fails), and attempts only grow. Otherwise the UPDATE decides."""
     status, attempts = f"{channel}_status", f"{channel}_attempts"
+    if getattr(notification, status) not in OWED or getattr(notification, attempts) >= settings.NOTIFY_MAX_ATTEMPTS:
+        return False
     claimed = Notification.objects.filter(
-        pk=notification.pk,
-        **{f"{status}__in": (Delivery.PENDING, Delivery.FAILED), f"{attempts}__lt": settings.NOTIFY_MAX_ATTEMPTS},
+        pk=notification.pk, **{f"{status}__in": OWED, f"{attempts}__lt": settings.NOTIFY_MAX_ATTEMPTS}
     ).update(**{status: Delivery.SENDING, attempts: F(attempts) + 1})
     return claimed == 1
 
@@ -220,10 +299,17 @@ def _finish(notification: Notification, channel: str, error: str, outcome: Outco
         outcome.sent += 1
 
 
-def _attempts_left(rows: QuerySet[Notification]) -> bool:
-    email = rows.filter(email_status=Delivery.FAILED, email_attempts__lt=settings.NOTIFY_MAX_ATTEMPTS)
-    webhook = rows.filter(webhook_status=Delivery.FAILED, webhook_attempts__lt=settings.NOTIFY_MAX_ATTEMPTS)
-    return email.exists() or webhook.exists()
+def _attempts_left(rows: list[Notification], outcome: Outcome) -> bool:
+    """Whether a failed channel of these rows has attempts left. Only a channel that failed in this run or was
+    ``failed`` as read can be (one a concurrent delivery failed meanwhile is that one's to retry): without
+    either, no query."""
+    if not outcome.failed and not any(Delivery.FAILED in (row.email_status, row.webhook_status) for row in rows):
+        return False
+    max_attempts = settings.NOTIFY_MAX_ATTEMPTS
+    left = Q(email_status=Delivery.FAILED, email_attempts__lt=max_attempts) | Q(
+        webhook_status=Delivery.FAILED, webhook_attempts__lt=max_attempts
+    )
+    return Notification.objects.filter(left, pk__in=[row.pk for row in rows]).exists()
 
 
 def _send_email(message: Message, address: str) -> str:
