@@ -18,6 +18,9 @@ Choices worth knowing:
 - **Training jobs fail as a whole**: ``backoffLimit: 0`` on an Indexed Job, so the first failed worker
   fails the Job and the controller stops the others. Distributed training cannot carry on with a
   worker missing, and retrying is the portal's decision, not the Job controller's.
+- **A headless Service only for jobs of several workers**: it gives each worker the DNS name
+  ``<job>-<index>.<service>`` to find the master by; a single worker is its own master (``localhost``),
+  so most jobs (one worker) cost two objects, not three, to create and to remove.
 - **Home volume for jobs**: the home PVC is ReadWriteOnce, i.e. mountable from one node only. It is
   mounted when all pods are certain to share a node (notebooks, single-worker jobs, jobs pinned to a
   node); multi-node jobs run without it and get no PVC (see :func:`mounts_home`).
@@ -334,6 +337,11 @@ def make_priority_class(name: str, value: int, description: str) -> Model:
     )
 
 
+def needs_headless_service(spec: WorkspaceSpec) -> bool:
+    """Whether the job's workers need a Service to find each other by name: only when there are several."""
+    return spec.kind == "job" and spec.workers > 1
+
+
 def make_headless_service(spec: WorkspaceSpec) -> Model:
     """Gives each worker the DNS name ``<job>-<index>.<service>``; ready or not, so workers that start
     first can already resolve the master."""
@@ -356,7 +364,7 @@ def make_training_job(spec: WorkspaceSpec) -> Model:
     if spec.kind != "job":
         raise ValueError("make_training_job needs a job spec")
     base = names.base_name(spec)
-    service = base  # the headless service shares the Job's name
+    service = base if needs_headless_service(spec) else ""  # the headless service shares the Job's name
     volumes, mounts = _volumes(spec, JOB_HOME)
     index = client.V1EnvVar(
         name="RANK",
@@ -369,7 +377,7 @@ def make_training_job(spec: WorkspaceSpec) -> Model:
     distributed = [
         client.V1EnvVar(name="WORLD_SIZE", value=str(spec.workers)),
         index,
-        client.V1EnvVar(name="MASTER_ADDR", value=f"{base}-0.{service}"),
+        client.V1EnvVar(name="MASTER_ADDR", value=f"{base}-0.{service}" if service else "localhost"),
         client.V1EnvVar(name="MASTER_PORT", value=str(MASTER_PORT)),
     ]
     container = client.V1Container(
@@ -384,7 +392,7 @@ def make_training_job(spec: WorkspaceSpec) -> Model:
     )
     template = client.V1PodTemplateSpec(
         metadata=client.V1ObjectMeta(labels=names.common_labels(spec), annotations=_sim_annotations(spec) or None),
-        spec=_pod_spec(spec, container, volumes, subdomain=service),
+        spec=_pod_spec(spec, container, volumes, subdomain=service or None),
     )
     return client.V1Job(
         api_version="batch/v1",
@@ -405,8 +413,8 @@ def make_training_job(spec: WorkspaceSpec) -> Model:
 def objects_for(spec: WorkspaceSpec, *, token: str | None = None, base_url: str = "/") -> list[Model]:
     """Every namespaced object of a workspace, in creation order (the namespace comes separately).
 
-    Notebooks: home PVC, token secret, pod, service. Jobs: home PVC (when mounted), headless service,
-    Job; the service goes first so workers resolve each other from their first second.
+    Notebooks: home PVC, token secret, pod, service. Jobs: home PVC (when mounted), headless service (for
+    several workers), Job; the service goes first so workers resolve each other from their first second.
     """
     check_spec(spec)
     home = [make_home_pvc(spec)] if mounts_home(spec) else []
@@ -419,4 +427,5 @@ def objects_for(spec: WorkspaceSpec, *, token: str | None = None, base_url: str 
             make_notebook_pod(spec, base_url=base_url),
             make_notebook_service(spec),
         ]
-    return [*home, make_headless_service(spec), make_training_job(spec)]
+    service = [make_headless_service(spec)] if needs_headless_service(spec) else []
+    return [*home, *service, make_training_job(spec)]

@@ -242,6 +242,13 @@ def test_job_workers_find_each_other():
     }
 
 
+def test_a_single_worker_is_its_own_master():
+    template = as_dict(manifests.make_training_job(make_spec(kind="job", workers=1)))["spec"]["template"]
+    env = env_of(manifests.make_training_job(make_spec(kind="job", workers=1)))
+    assert (env["WORLD_SIZE"], env["MASTER_ADDR"]) == ("1", "localhost")
+    assert "subdomain" not in template["spec"]  # no headless service to be a subdomain of
+
+
 def test_job_without_command_runs_the_image_entrypoint():
     assert "command" not in container(manifests.make_training_job(make_spec(kind="job", command=())))
 
@@ -384,7 +391,8 @@ def test_jobs_mount_the_read_write_once_home_only_on_one_node(workers, pin_node,
     mounts = {m["name"]: m["mountPath"] for m in container(job)["volumeMounts"]}
     assert mounts == ({"home": "/workspace/home", "tmp": "/tmp"} if mounted else {"tmp": "/tmp"})
     kinds = [o.kind for o in manifests.objects_for(spec)]
-    assert kinds == (["PersistentVolumeClaim"] if mounted else []) + ["Service", "Job"]
+    # One worker is its own master: no headless service to find the others by.
+    assert kinds == (["PersistentVolumeClaim"] if mounted else []) + (["Service"] if workers > 1 else []) + ["Job"]
 
 
 def test_objects_for_a_notebook():
