@@ -34,11 +34,12 @@ def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:
     transaction.on_commit(send)
 
 
-def enqueue_coalesced(task_name: str, *, window: float = 2.0) -> None:
-    """Enqueue ``task_name`` unless a run of it is already waiting: a burst of requests then triggers one
-    scheduling cycle, not one each. The task calls :func:`mark_started` so later triggers count again."""
-    if cache.add(_pending_key(task_name), True, timeout=window):
-        enqueue(task_name)
+def enqueue_coalesced(task_name: str, *, window: float = 2.0, countdown: float | None = None) -> None:
+    """Enqueue ``task_name`` (to start ``countdown`` seconds from now) unless a run of it is already waiting: a
+    burst of requests then triggers one scheduling cycle, not one each. The task calls :func:`mark_started`
+    so later triggers count again; the mark expires after ``window`` seconds in any case."""
+    if cache.add(_pending_key(task_name), True, timeout=window + (countdown or 0.0)):
+        enqueue(task_name, countdown=countdown)
 
 
 def mark_started(task_name: str) -> None:

@@ -328,6 +328,10 @@ SIMCLUSTER_JOB_SECONDS = env_int("SIMCLUSTER_JOB_SECONDS", 0 if IS_PRODUCTION el
 # Seconds between scheduling cycles and reconcile passes run by beat.
 SCHEDULING_INTERVAL_SECONDS = env_float("SCHEDULING_INTERVAL_SECONDS", 5.0, minimum=0.5)
 RECONCILE_INTERVAL_SECONDS = env_float("RECONCILE_INTERVAL_SECONDS", 5.0, minimum=0.5)
+# The cycle asked for while another ran starts this long after that one ended, and what is asked for meanwhile
+# joins it: releases arrive one by one, and cycles back to back would each take up one of them at the cost of
+# a whole cycle (README, Benchmarks). 0 in the test process, whose tests run cycles one after another.
+SCHEDULING_MIN_GAP_SECONDS = env_float("SCHEDULING_MIN_GAP_SECONDS", 0.0 if PORTAL_ENV == "test" else 0.25, minimum=0.0)
 # One scheduling cycle's admissions are provisioned in tasks of this many workspaces, each creating the objects
 # of this many workspaces at once (scheduling/loops/provisioning.py, provision_many).
 PROVISION_BATCH_SIZE = env_int("PROVISION_BATCH_SIZE", 20, minimum=1, maximum=500)
@@ -335,6 +339,10 @@ PROVISION_CONCURRENCY = env_int("PROVISION_CONCURRENCY", 8, minimum=1, maximum=6
 # Waiting requests per team whose reason the scheduling cycle keeps current (figures and all); the ones
 # behind them read "Waiting in line", which does not change every cycle (scheduling/loops/cycle.py).
 QUEUE_EXPLAINED_PER_TEAM = env_int("QUEUE_EXPLAINED_PER_TEAM", 20, minimum=1)
+# Of each shape of waiting request (same team, owner and request), the oldest this many are what a cycle reads
+# and decides on; one behind them can start only after all of them, and a cycle that admits them all asks for
+# another (scheduling/loops/cycle_rows.py). So a cycle costs the same with 100 or 14,000 requests queued.
+QUEUE_CONSIDERED_PER_SHAPE = env_int("QUEUE_CONSIDERED_PER_SHAPE", 20, minimum=1)
 # The scheduling cycle keeps the cluster's capacity between cycles from watches on nodes and pods
 # (scheduling/live_capacity.py) instead of listing every node and pod each cycle. Off in the test process,
 # whose tests change the cluster and at once run a cycle in the same breath; the full-stack workers use it.

@@ -8,7 +8,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from portal.queue import enqueue_coalesced, mark_started
+from portal.queue import enqueue_coalesced
 from scheduling.kube.calls import TransientKubeError
 from scheduling.kube.client import kube
 from scheduling.loops import (
@@ -37,7 +37,6 @@ RETRY: dict[str, Any] = {
 
 @shared_task(name=tasknames.RUN_CYCLE, **RETRY)
 def run_cycle() -> int:
-    mark_started(tasknames.RUN_CYCLE)  # requests arriving from now on trigger a further cycle
     return cycle.run_cycle(kube())
 
 

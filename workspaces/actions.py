@@ -96,7 +96,7 @@ def do_request_workspace(user: Any, data: dict[str, Any]) -> Workspace:
         gpu_equivalents=data["gpu_equivalents"],
         priority=data.get("priority", Workspace.Priority.NORMAL),
         token_salt=secrets.token_hex(8),
-        reason="Waiting for the scheduler.",
+        reason=Workspace.FIRST_REASON,
     )
     note(workspace, f"Requested by {user.get_username()}: {offering.display_name} x{workspace.gpu_count}.")
     services.request_cycle()

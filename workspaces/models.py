@@ -296,6 +296,8 @@ class Workspace(models.Model):
         REJECTED = "rejected", "Rejected"
         DELETED = "deleted", "Deleted"
 
+    # The reason of a request no scheduling cycle has looked at yet.
+    FIRST_REASON = "Waiting for the scheduler."
     # Holding cluster resources (and quota): what admission counts and reconcile watches.
     ACTIVE_STATES = (State.ADMITTED, State.PROVISIONING, State.RUNNING, State.STOPPING)
     # Nothing runs and nothing will unless the user resumes.

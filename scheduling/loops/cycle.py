@@ -22,7 +22,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from portal.queue import enqueue_coalesced
+from portal.queue import enqueue_coalesced, mark_started
 from scheduling.demand import demand_of, is_gpu
 from scheduling.engine.admission import AdmissionState, Wait, WaitReason, decide
 from scheduling.engine.quota import QuotaConfig, Workload
@@ -30,7 +30,7 @@ from scheduling.inventory import Capacity
 from scheduling.kube.calls import Kube
 from scheduling.live_capacity import cluster_capacity
 from scheduling.loops import passes, tasknames
-from scheduling.loops.cycle_rows import cycle_rows
+from scheduling.loops.cycle_rows import cycle_rows, shape_of
 from scheduling.loops.decisions import Decisions
 from scheduling.loops.locks import single_flight
 from scheduling.loops.provisioning import request_teardowns
@@ -230,19 +230,32 @@ def in_line_message(team: str, ahead: int) -> str:
 def run_cycle(kube: Kube) -> int:
     """Admit what fits; returns how many workspaces were admitted (0 if another cycle is running).
 
-    A cycle asked for while another runs is not lost: the running one, once done, runs again at once (a
-    request that arrived during it would otherwise wait for the next beat)."""
+    A cycle asked for while another runs is not lost: the running one, once done, asks for one more, after
+    ``SCHEDULING_MIN_GAP_SECONDS``. Meanwhile the request's pending mark stands, so that what is asked for
+    during a cycle adds up to that one further cycle, not to a task each that only finds the lock taken."""
+    count = _try_cycle(kube)
+    if count is None:
+        cache.set(AGAIN, True, timeout=60)
+        count = _try_cycle(kube)  # the running cycle may have ended before the flag was set: then run it here
+        if count is None:
+            log.info("scheduling cycle skipped: another one is running, and asks for one more when done")
+            return 0
+    if cache.delete(AGAIN):
+        # Releases come one by one; a gap lets the next cycle take up several of them together.
+        mark_started(tasknames.RUN_CYCLE)
+        enqueue_coalesced(tasknames.RUN_CYCLE, countdown=settings.SCHEDULING_MIN_GAP_SECONDS or None)
+    return count
+
+
+def _try_cycle(kube: Kube) -> int | None:
+    """One cycle if no other runs (None if one does)."""
     with single_flight("scheduling-cycle") as acquired:
         if not acquired:
-            cache.set(AGAIN, True, timeout=60)
-            log.info("scheduling cycle skipped: another one is running, and runs again when done")
-            return 0
+            return None
+        mark_started(tasknames.RUN_CYCLE)  # requests from now on ask for a further cycle
         cache.delete(AGAIN)  # this cycle reads everything asked for until now
         with passes.timed("scheduling_cycle"):
-            count = _cycle(kube)
-    if cache.delete(AGAIN):
-        enqueue_coalesced(tasknames.RUN_CYCLE)
-    return count
+            return _cycle(kube)
 
 
 def _cycle(kube: Kube) -> int:
@@ -250,9 +263,9 @@ def _cycle(kube: Kube) -> int:
     now = timezone.now()
     expire_notices(now)
     rows = cycle_rows()
-    loaded = rows.load([*Workspace.ACTIVE_STATES, State.QUEUED])
-    active = [w for w in loaded if w.state != State.QUEUED]
-    queued = [w for w in loaded if w.state == State.QUEUED]  # oldest first
+    per_shape = settings.QUEUE_CONSIDERED_PER_SHAPE
+    loaded = rows.load(Workspace.ACTIVE_STATES, per_shape)
+    active, queued = loaded.active, loaded.queued  # the queue's heads, oldest first
     admitted = [rows.workload(w) for w in active if is_gpu(w)]
     usage = decayed_usage.advance(admitted, now)  # every cycle, so history accrues while the queue is empty
     if not queued:
@@ -277,6 +290,12 @@ def _cycle(kube: Kube) -> int:
         for workspace in queued:
             if not is_gpu(workspace):
                 admit_one(workspace, capacity, quotas=quotas, decisions=decisions)
+        for workspace in loaded.unseen:  # at least ``per_shape`` requests of its shape are ahead of it
+            decisions.wait(workspace, in_line_message(workspace.team.name, per_shape))
+        # Before the writes, which pin the admitted (and so change their shape).
+        taken = Counter(shape_of(move.workspace) for move in decisions.admissions.values())
         count = decisions.write()
+    if any(taken[shape] >= per_shape for shape in loaded.cut):
+        cache.set(AGAIN, True, timeout=60)  # the requests behind those of that shape may fit as well
     log.info("scheduling cycle admitted %d of %d queued workspaces", count, len(queued))
     return count
