@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import pytest
 from rest_framework.test import APIClient
 
 from portal.models import Membership, OrgRole, Team, User
 from portal.queue import mark_started
+from scheduling.benchmarks.measuring import SentTask, unsent_task_calls
 from tests import factories
 
 # Fixtures shared across folders: headless Chromium, a real Prometheus, and the full stack (simulated
@@ -35,31 +35,11 @@ class Org:
         return None if name == "anonymous" else getattr(self, name)
 
 
-@dataclass(frozen=True)
-class SentTask:
-    name: str
-    args: tuple[Any, ...]
-    options: dict[str, Any] = field(default_factory=dict)
-
-
 @pytest.fixture
 def sent_tasks() -> Iterator[list[SentTask]]:
     """The tasks enqueued meanwhile, kept from the broker (and not run, even where tasks run eagerly)."""
-    from portal.celery import app
-
-    calls: list[SentTask] = []
-
-    def record(name: str, args: tuple[Any, ...] = (), *rest: Any, **options: Any) -> None:
-        calls.append(SentTask(name, tuple(args), options))
-
-    eager = app.conf.task_always_eager
-    app.conf.task_always_eager = False  # an eager task would run here instead of reaching send_task
-    app.send_task = record  # type: ignore[method-assign,assignment] # undone below
-    try:
+    with unsent_task_calls() as calls:
         yield calls
-    finally:
-        del app.send_task
-        app.conf.task_always_eager = eager
 
 
 @pytest.fixture(autouse=True)

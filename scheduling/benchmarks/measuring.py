@@ -8,6 +8,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
@@ -108,15 +109,36 @@ def unsent_tasks() -> Iterator[Counter[str]]:
     """Count the Celery tasks enqueued meanwhile instead of sending them: no worker ever provisions
     anything for the benchmark, whatever broker the settings name."""
     sent: Counter[str] = Counter()
+    with _intercepted(lambda name, *args, **options: sent.update([name])):
+        yield sent
 
-    def record(name: str, *args: Any, **kwargs: Any) -> None:
-        sent[name] += 1
 
+@dataclass(frozen=True)
+class SentTask:
+    name: str
+    args: tuple[Any, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def unsent_task_calls() -> Iterator[list[SentTask]]:
+    """:func:`unsent_tasks`, keeping each task's arguments and options (countdown, queue) in order."""
+    calls: list[SentTask] = []
+
+    def record(name: str, args: tuple[Any, ...] = (), *rest: Any, **options: Any) -> None:
+        calls.append(SentTask(name, tuple(args), options))
+
+    with _intercepted(record):
+        yield calls
+
+
+@contextmanager
+def _intercepted(record: Callable[..., None]) -> Iterator[None]:
     eager = app.conf.task_always_eager
     app.conf.task_always_eager = False  # eager tasks would run right here instead of reaching send_task
     app.send_task = record  # type: ignore[method-assign,assignment] # undone below
     try:
-        yield sent
+        yield
     finally:
         del app.send_task
         app.conf.task_always_eager = eager

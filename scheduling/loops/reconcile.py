@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,11 +24,11 @@ from scheduling.kube.calls import Kube
 from scheduling.kube.keys import MANAGED_BY, MANAGER, WORKSPACE_ID
 from scheduling.loops import metering, tasknames
 from scheduling.loops.observe import Observation, observe_job, observe_pod
-from scheduling.loops.provisioning import request_teardown, teardown
+from scheduling.loops.provisioning import request_teardown, request_teardowns, teardown
 from scheduling.loops.schedule import orphan_sweep_due, release_orphan_sweep
 from workspaces.deadlines import workspace_deadline
 from workspaces.models import Workspace
-from workspaces.transitions import State, set_reason, transition
+from workspaces.transitions import Move, State, set_reasons, transition, transition_many
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,25 @@ def read_cluster(kube: Kube, *, sweep: bool = True) -> ClusterView:
     return view
 
 
+@dataclass
+class Changes:
+    """What a pass saw change that is written together when it has looked at every workspace: moves by
+    (from state, to state), each with its reason and node, and new reasons of workspaces that stay put."""
+
+    moves: dict[tuple[str, str], list[Move]] = field(default_factory=lambda: defaultdict(list))
+    reasons: list[tuple[Workspace, str]] = field(default_factory=list)
+
+    def write(self) -> None:
+        """A few statements per kind of move however many workspaces moved (a busy cluster finishes dozens of
+        jobs between two passes); each move only if the workspace is still where the pass saw it."""
+        for (from_state, to_state), moves in self.moves.items():
+            moved = transition_many(moves, to_state, expected=[from_state], source="reconcile")
+            if to_state in Workspace.FINAL_STATES:  # a notebook's pod is left to remove; a Job goes with its pods
+                notebooks = [w.pk for w in moved if w.kind == Workspace.Kind.NOTEBOOK]
+                request_teardowns(notebooks, delete_volume=False)
+        set_reasons(self.reasons, source="reconcile")
+
+
 def _observe(workspace: Workspace, view: ClusterView) -> Observation:
     pods = view.pods.get(workspace.pk, [])
     if workspace.kind == Workspace.Kind.JOB:
@@ -70,7 +90,7 @@ def _observe(workspace: Workspace, view: ClusterView) -> Observation:
     return observe_pod(pods[0] if pods else None)
 
 
-def _apply(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterView) -> None:
+def _apply(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterView, changes: Changes) -> None:
     now = timezone.now()
     if workspace.state == State.STOPPING and workspace.teardown_requested_at is None:
         # Stopping yet owing nothing (a row from before teardowns were owed, or a path that lost the debt):
@@ -112,11 +132,10 @@ def _apply(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterVie
             request_teardown(workspace.pk, delete_volume=False)
         return
     if seen.state != workspace.state:
-        transition(workspace, seen.state, seen.reason, source="reconcile", node_name=seen.node or workspace.node_name)
-        if seen.state in Workspace.FINAL_STATES and workspace.kind == Workspace.Kind.NOTEBOOK:
-            request_teardown(workspace.pk, delete_volume=False)
+        move = Move(workspace, seen.reason, {"node_name": seen.node or workspace.node_name})
+        changes.moves[workspace.state, seen.state].append(move)
     else:
-        set_reason(workspace, seen.reason, source="reconcile")
+        changes.reasons.append((workspace, seen.reason))
         if seen.node and seen.node != workspace.node_name:
             Workspace.objects.filter(pk=workspace.pk).update(node_name=seen.node)
 
@@ -169,24 +188,27 @@ def _remove_orphans(kube: Kube, view: ClusterView) -> int:
     states = dict(Workspace.objects.filter(pk__in=owners).values_list("pk", "state"))
     wants_pods = {pk for pk, state in states.items() if state in Workspace.ACTIVE_STATES}
     wants_volume = {pk for pk, state in states.items() if state != State.DELETED}
-    removed = 0
+    doomed: list[tuple[str, Mapping[str, Any]]] = []
     for wid, pods in view.pods.items():
-        if wid in wants_pods:
-            continue
-        for pod in pods:
-            if _standalone(pod):
-                removed += kube.delete("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])
-    for wid, job in view.jobs.items():
         if wid not in wants_pods:
-            removed += kube.delete(
-                "Job", job["metadata"]["namespace"], job["metadata"]["name"], propagation="Foreground"
-            )
+            doomed.extend(("Pod", pod) for pod in pods if _standalone(pod))
+    doomed.extend(("Job", job) for wid, job in view.jobs.items() if wid not in wants_pods)
     for kind, obj in view.others:
         owner = _workspace_id(obj)
         keep = wants_volume if kind in ("Secret", "PersistentVolumeClaim") else wants_pods
         if owner is not None and owner not in keep:
-            removed += kube.delete(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
-    return removed
+            doomed.append((kind, obj))
+    if not doomed:
+        return 0
+
+    def delete(item: tuple[str, Mapping[str, Any]]) -> bool:
+        kind, obj = item
+        propagation = "Foreground" if kind == "Job" else "Background"
+        return kube.delete(kind, obj["metadata"]["namespace"], obj["metadata"]["name"], propagation=propagation)
+
+    # Every finished job is one: dozens a pass on a busy cluster, so their calls overlap.
+    with ThreadPoolExecutor(min(settings.PROVISION_CONCURRENCY, len(doomed)), thread_name_prefix="orphans") as pool:
+        return sum(pool.map(delete, doomed))
 
 
 def finish_lost_teardowns(kube: Kube, now: datetime) -> int:
@@ -223,10 +245,11 @@ def _reconcile(kube: Kube, *, sweep: bool) -> dict[str, int]:
     live = list(Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES).select_related("team", "offering"))
     view = read_cluster(kube, sweep=sweep)
     metering.record(kube, view.pods, timezone.now())
-    checked = 0
+    changes = Changes()
     for workspace in live:
-        _apply(kube, workspace, _observe(workspace, view), view)
-        checked += 1
+        _apply(kube, workspace, _observe(workspace, view), view, changes)
+    changes.write()
+    checked = len(live)
     # Finished ones free their quota and GPUs now: let queued work start without waiting for beat.
     finished = sum(w.state not in Workspace.ACTIVE_STATES for w in live) + torn_down
     if finished:

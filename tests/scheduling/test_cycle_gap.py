@@ -16,9 +16,10 @@ from django.test import override_settings
 
 from portal.queue import enqueue_coalesced, queue_for
 from scheduling import tasks
+from scheduling.benchmarks.measuring import SentTask
 from scheduling.kube.client import kube
 from scheduling.loops import cycle, locks, tasknames
-from tests.conftest import Org, SentTask
+from tests.conftest import Org
 
 
 @pytest.fixture

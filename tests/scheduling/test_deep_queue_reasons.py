@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from scheduling.benchmarks.measuring import SentTask
 from scheduling.kube.client import kube
 from scheduling.loops import tasknames
 from scheduling.loops.cycle import in_line_message, run_cycle
 from tests.catalogue import install_offerings, set_quota
-from tests.conftest import Org, SentTask
+from tests.conftest import Org
 from tests.scheduling.test_admission import make_workspace
 from workspaces.models import GpuOffering, Workspace, WorkspaceEvent
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from kubernetes import client
 
@@ -270,3 +272,35 @@ def test_a_batch_creates_each_workspace_once_and_deals_with_each_failure_on_its_
             for kind in ("Pod", "Service", "Secret", "PersistentVolumeClaim"):
                 for obj in kube.list(kind, "team-alpha", selector(workspace)):
                     kube.delete(kind, "team-alpha", obj["metadata"]["name"])
+
+
+def test_a_pass_moves_many_workspaces_in_as_many_statements_as_one(
+    org: Org, kube: Kube, stack_cluster: SimCluster, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Dozens of jobs finish between two passes on a busy cluster: their moves (and events) are written
+    together, so a pass's statements do not grow with how many workspaces moved; orphans go in parallel."""
+    offering: GpuOffering = install_offerings()["a100-sxm4-80gb-1g-10gb"]
+
+    def statements_to_run(count: int) -> int:  # the workspaces' statements of the pass that sees them run
+        batch = [admitted_notebook(org, offering) for _ in range(count)]
+        ids = [w.pk for w in batch]
+        with unsent_tasks():
+            provisioning.provision_many(kube, ids)
+        wait_for(lambda: all(p["status"].get("phase") == "Running" for p in pods(ids)) and len(pods(ids)) == count,
+                 what="the pods to run")  # fmt: skip
+        with CaptureQueriesContext(connection) as queries, unsent_tasks():
+            reconcile.reconcile(kube, sweep=False)
+        assert set(Workspace.objects.filter(pk__in=ids).values_list("state", flat=True)) == {"running"}
+        Workspace.objects.filter(pk__in=ids).update(state="deleted")  # the next pass removes all they left
+        with unsent_tasks():
+            assert reconcile.reconcile(kube, sweep=True)["orphans_removed"] >= count * 4  # pod, service, secret, pvc
+        wait_for(lambda: not pods(ids), what="the orphans to go")
+        # The workspaces' (the ledger's own statements depend on what the pass before left open).
+        return sum("workspaces_workspace" in query["sql"] for query in queries.captured_queries)
+
+    def pods(ids: list[int]) -> list[dict[str, Any]]:
+        return [p for p in kube.list("Pod", "team-alpha") if reconcile._workspace_id(p) in ids]
+
+    with unsent_tasks():
+        reconcile.reconcile(kube, sweep=False)  # what a pass does once a minute (the fleet's capacity), done
+    assert statements_to_run(6) == statements_to_run(2)

@@ -11,8 +11,9 @@ from django.core import mail
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from scheduling.benchmarks.measuring import SentTask
 from tests.catalogue import install_offerings
-from tests.conftest import Org, SentTask
+from tests.conftest import Org
 from tests.factories import make_workspace
 from tests.workspaces import test_notifications_delivery as delivery_tests
 from tests.workspaces.test_notifications_delivery import Receiver, hook_url
