@@ -144,23 +144,13 @@ def forget_shared() -> bool:
     """Drop what this process believes exists; True if it believed anything."""
     known = bool(_shared_ensured)
     _shared_ensured.clear()
-    _team_ready_until.clear()
     return known
 
 
-# When a team's shared objects are next due to be sent again: until then a workspace of the team skips even
-# building them (the priority classes' client models cost more than the rest of a workspace's manifests).
-_team_ready_until: dict[str, float] = {}
-
-
 def _ensure_shared_objects(kube: Kube, team_slug: str) -> None:
-    if time.monotonic() < _team_ready_until.get(team_slug, 0.0):
-        return
-    shared = [*priorities.priority_class_objects(), manifests.make_namespace(team_slug)]
-    for obj in shared:
-        _ensure_shared(kube, obj)
-    oldest = min(_shared_ensured[obj.kind, obj.metadata.name] for obj in shared)
-    _team_ready_until[team_slug] = oldest + SHARED_OBJECTS_TTL
+    for priority_class in priorities.priority_class_objects():
+        _ensure_shared(kube, priority_class)
+    _ensure_shared(kube, manifests.make_namespace(team_slug))
 
 
 def _create_objects(kube: Kube, workspace: Workspace, spec: WorkspaceSpec, namespace: str) -> None:

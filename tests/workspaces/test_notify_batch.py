@@ -26,11 +26,6 @@ from workspaces.transitions import note_many
 webhook = delivery_tests.webhook  # the delivery tests' local webhook receiver, a fixture here too
 
 
-@pytest.fixture
-def sent(sent_tasks: list[SentTask]) -> list[SentTask]:
-    return sent_tasks
-
-
 def calls(sent: list[SentTask]) -> list[tuple[str, tuple[Any, ...]]]:
     return [(task.name, task.args) for task in sent]
 
@@ -58,7 +53,7 @@ def with_email(org: Org) -> None:
 
 
 def test_a_batch_written_together_is_enqueued_as_one_task(
-    org: Org, sent: list[SentTask], django_capture_on_commit_callbacks: Any
+    org: Org, sent_tasks: list[SentTask], django_capture_on_commit_callbacks: Any
 ) -> None:
     workspaces = notebooks(org, 5)
 
@@ -66,28 +61,28 @@ def test_a_batch_written_together_is_enqueued_as_one_task(
         ids = write_batch(workspaces, stuck=workspaces[1])
 
     assert len(ids) == 6
-    assert calls(sent) == [(dispatch.DELIVER_TASK, (ids,))]
+    assert calls(sent_tasks) == [(dispatch.DELIVER_TASK, (ids,))]
 
 
 def test_a_large_batch_is_split_into_tasks_of_at_most_batch_ids(
-    org: Org, sent: list[SentTask], django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+    org: Org, sent_tasks: list[SentTask], django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(dispatch, "BATCH", 3)
     with django_capture_on_commit_callbacks(execute=True):
         ids = write_batch(notebooks(org, 7))
 
-    assert calls(sent) == [(dispatch.DELIVER_TASK, (chunk,)) for chunk in (ids[:3], ids[3:6], ids[6:])]
+    assert calls(sent_tasks) == [(dispatch.DELIVER_TASK, (chunk,)) for chunk in (ids[:3], ids[3:6], ids[6:])]
 
 
 def test_every_recipient_gets_one_row_per_event_and_a_redelivered_batch_sends_nothing_twice(
-    org: Org, webhook: Receiver, sent: list[SentTask], django_capture_on_commit_callbacks: Any
+    org: Org, webhook: Receiver, sent_tasks: list[SentTask], django_capture_on_commit_callbacks: Any
 ) -> None:
     with_email(org)
     NotificationPreference.objects.create(user=org.member, webhook_url=hook_url(webhook))
     workspaces = notebooks(org, 4)
     with django_capture_on_commit_callbacks(execute=True):
         ids = write_batch(workspaces, stuck=workspaces[2])
-    [(_, args)] = calls(sent)
+    [(_, args)] = calls(sent_tasks)
 
     first = tasks.deliver_notifications(*args)  # as the worker runs it
 
@@ -96,7 +91,7 @@ def test_every_recipient_gets_one_row_per_event_and_a_redelivered_batch_sends_no
     assert sorted((row.event_id, row.recipient_id) for row in rows) == sorted(owed)  # one row each, no more
     assert first == {"notifications": 6, "sent": 11, "failed": 0, "retry": False}  # the lead has no webhook
     assert len(mail.outbox) == 6 and len(webhook.received) == 5
-    assert calls(sent) == [(dispatch.DELIVER_TASK, args)]  # no more tasks
+    assert calls(sent_tasks) == [(dispatch.DELIVER_TASK, args)]  # no more tasks
 
     again = tasks.deliver_notifications(*args)  # redelivered after a crash
     tasks.deliver_notifications(ids[0])  # and one id alone, as tasks enqueued before batches carry it
@@ -124,7 +119,7 @@ def test_a_retried_batch_sends_again_only_what_failed(org: Org, webhook: Receive
 
 
 def test_a_batch_out_of_time_hands_the_rest_to_a_task_of_its_own(
-    org: Org, sent: list[SentTask], monkeypatch: pytest.MonkeyPatch
+    org: Org, sent_tasks: list[SentTask], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with_email(org)
     ids = write_batch(notebooks(org, 3))
@@ -132,7 +127,7 @@ def test_a_batch_out_of_time_hands_the_rest_to_a_task_of_its_own(
 
     assert tasks.deliver_notifications(ids)["notifications"] == 1
 
-    assert calls(sent) == [(dispatch.DELIVER_TASK, (ids[1:],))]
+    assert calls(sent_tasks) == [(dispatch.DELIVER_TASK, (ids[1:],))]
     rows = Notification.objects.filter(event__in=ids).order_by("event_id")
     assert [row.email_status for row in rows] == [
         Delivery.SENT,
@@ -140,7 +135,7 @@ def test_a_batch_out_of_time_hands_the_rest_to_a_task_of_its_own(
         Delivery.PENDING,
     ]  # all in the portal
     monkeypatch.setattr(tasks, "BATCH_TIME_SHARE", 1)
-    assert tasks.deliver_notifications(*sent[0].args)["sent"] == 2
+    assert tasks.deliver_notifications(*sent_tasks[0].args)["sent"] == 2
     assert len(mail.outbox) == 3
 
 
