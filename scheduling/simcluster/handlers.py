@@ -19,6 +19,7 @@ import yaml
 
 from scheduling.simcluster import auth, discovery, openapi, tables
 from scheduling.simcluster.api_deletion import DeleteOptions
+from scheduling.simcluster.encoding import Encodings, dumps
 from scheduling.simcluster.errors import ApiError, bad_request, method_not_allowed, not_found
 from scheduling.simcluster.proxy import ProxyRequest
 from scheduling.simcluster.resources import ResourceType, lookup
@@ -82,7 +83,7 @@ class Response:
 
     @classmethod
     def json(cls, status: int, payload: Any) -> Response:
-        return cls(status, json.dumps(payload, separators=(",", ":")).encode())
+        return cls(status, dumps(payload))
 
     @classmethod
     def text(cls, status: int, text: str, content_type: str = "text/plain; charset=utf-8") -> Response:
@@ -104,6 +105,7 @@ class Router:
     def __init__(self, sim: SimServer) -> None:
         self.sim = sim
         self.cluster = sim.cluster
+        self.encodings = Encodings()
 
     def dispatch(self, req: Request) -> Response:
         authenticated = auth.authenticate(req.path, req.headers, self.sim.token)
@@ -228,10 +230,8 @@ class Router:
             )
             if req.wants_table:
                 return Response.json(200, self._table(req, rtype, items, meta))
-            return Response.json(
-                200,
-                {"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": meta, "items": items},
-            )
+            head = {"kind": rtype.list_kind, "apiVersion": rtype.api_version, "metadata": meta}
+            return Response(200, self.encodings.listing(head, items))
         if verb == "watch":
             return self._watch(req, rtype, namespace or None)
         if verb == "create":
@@ -273,7 +273,7 @@ class Router:
         if req.wants_table:
             meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
             return Response.json(status, self._table(req, rtype, [obj], meta))
-        return Response.json(status, obj)
+        return Response(status, self.encodings.object(obj))
 
     def _table(self, req: Request, rtype: ResourceType, items: list[JSON], meta: JSON, columns: bool = True) -> JSON:
         return tables.table(
@@ -336,7 +336,7 @@ class Router:
                     meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
                     shown = self._table(req, rtype, [shown], meta, columns=first)
                     first = False
-                yield json.dumps({"type": kind, "object": shown}, separators=(",", ":")).encode() + b"\n"
+                yield self.encodings.event(kind, shown)
         finally:
             self.cluster.store.unwatch(watcher)
 
