@@ -336,7 +336,12 @@ class Router:
                     meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
                     shown = self._table(req, rtype, [shown], meta, columns=first)
                     first = False
-                yield self.encodings.event(kind, shown)
+                # A table or an events.k8s.io view is built for this answer alone: nothing to keep.
+                yield (
+                    self.encodings.event(kind, shown)
+                    if shown is obj
+                    else dumps({"type": kind, "object": shown}) + b"\n"
+                )
         finally:
             self.cluster.store.unwatch(watcher)
 
