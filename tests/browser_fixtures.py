@@ -6,10 +6,13 @@ Playwright's own browser downloads are never used: ``executable_path`` points at
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.core.signals import request_finished, request_started
 from playwright.sync_api import Browser, Page, sync_playwright
 
 CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
@@ -37,15 +40,46 @@ def browser() -> Iterator[Browser]:
         browser.close()
 
 
+class _RequestsInFlight:
+    """Counts the requests the live server (threads of this process) is answering, by Django's signals."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def started(self, **kwargs: object) -> None:
+        with self._lock:
+            self.count += 1
+
+    def finished(self, **kwargs: object) -> None:
+        with self._lock:
+            self.count -= 1
+
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait until none is being answered. Closing the browser does not stop the server's thread answering
+        the page's last fetch or redirect, and its queries would race the database flush that ends the test
+        (a deadlock with TRUNCATE, or rows made after it)."""
+        deadline = time.monotonic() + timeout
+        while self.count > 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     # No ignore_https_errors: notebook links go through the simulated cluster's plain-HTTP door, as the
     # demo's do, so a link to its self-signed API server would fail here as it would stop a visitor.
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(10_000)
-    page = context.new_page()
-    yield page
-    context.close()
+    in_flight = _RequestsInFlight()
+    request_started.connect(in_flight.started)
+    request_finished.connect(in_flight.finished)
+    try:
+        yield context.new_page()
+        context.close()  # no new requests; those being answered finish below
+        in_flight.settle()
+    finally:
+        request_started.disconnect(in_flight.started)
+        request_finished.disconnect(in_flight.finished)
 
 
 def log_in(page: Page, base_url: str, username: str, password: str) -> None:
