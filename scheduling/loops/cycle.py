@@ -140,11 +140,13 @@ def _wait_message(workspace: Workspace, wait: Wait, capacity: Capacity, quotas: 
     if wait.reason == WaitReason.TEAM_QUOTA_FULL:
         return _quota_message(workspace, quotas, borrowing=may_borrow(workspace.kind))
     if wait.reason == WaitReason.NO_CAPACITY:
+        # One gist for both ways of saying it, so that a request whose reason alternates between them from
+        # cycle to cycle (a full department whose nodes are also full) gets no timeline event each time.
         demand = demand_of(workspace)
         if capacity.place_would_fail(demand):
             # Which nodes lack what, as kube-scheduler says it, rather than only the GPU-model total.
             return f"Waiting for a free {workspace.offering.display_name}: {capacity.explain(demand)}"
-        return f"Waiting for free {workspace.offering.flavour} capacity: {wait.message}."
+        return f"Waiting for a free {workspace.offering.display_name}: {wait.message}."
     if wait.reason == WaitReason.PREEMPTION_PENDING:
         return f"Waiting for a borrower to leave: {wait.message}."
     return f"Waiting: {wait.message}."

@@ -8,11 +8,14 @@ from decimal import Decimal
 import pytest
 from django.db import connection, connections
 
+from scheduling.engine.admission import Wait, WaitReason
 from scheduling.inventory import Capacity
-from scheduling.loops.cycle import admit_one
+from scheduling.loops.cycle import _wait_message, admit_one
+from scheduling.quota.snapshot import QuotaSnapshot
 from tests.catalogue import demo_nodes, install_offerings, set_quota
 from tests.conftest import Org
 from workspaces.models import GpuOffering, Workspace
+from workspaces.transitions import set_reason
 
 
 def make_workspace(org: Org, offering: GpuOffering, count: int = 1, **fields: object) -> Workspace:
@@ -69,6 +72,29 @@ def test_it_waits_for_capacity_with_a_scheduler_like_reason(org: Org, offerings:
         "Waiting for a free NVIDIA H100 80GB HBM3 (whole GPU): 0/7 nodes are available: "
         "2 Insufficient nvidia.com/gpu, 5 node(s) didn't match the offering's node selector."
     )
+
+
+def test_a_full_department_and_full_nodes_read_as_one_gist(org: Org, offerings: dict[str, GpuOffering]) -> None:
+    """The engine may say the department is full while the nodes have room, or the nodes say 0/N: both
+    are "no free GPU", and a reason that alternates between them must not add a timeline event each cycle."""
+    set_quota(org.alpha, "H100-80GB-HBM3", 32)
+    h100 = offerings["h100-80gb-hbm3"]
+    waiting = make_workspace(org, h100, 1, name="waiting")
+    quotas = QuotaSnapshot.read([org.alpha.pk])
+    wait = Wait(str(waiting.pk), WaitReason.NO_CAPACITY, 1, "no free H100-80GB-HBM3: department d holds 16 of 16")
+    room = Capacity.from_objects(demo_nodes(), [])
+    by_quota = _wait_message(waiting, wait, room, quotas)
+    assert by_quota == (
+        "Waiting for a free NVIDIA H100 80GB HBM3 (whole GPU): no free H100-80GB-HBM3: department d holds 16 of 16."
+    )
+    full = Capacity.from_objects(demo_nodes(), [])
+    for i in range(2):
+        assert admit_one(make_workspace(org, h100, 8, name=f"big{i}"), full, borrowing=True)
+    by_nodes = _wait_message(waiting, wait, full, quotas)
+    assert by_nodes.startswith("Waiting for a free NVIDIA H100 80GB HBM3 (whole GPU): 0/7 nodes are available")
+    for reason in (by_quota, by_nodes, by_quota):
+        set_reason(waiting, reason, source="scheduler")
+    assert waiting.events.count() == 1  # the first reason only
 
 
 @pytest.mark.django_db(transaction=True)
