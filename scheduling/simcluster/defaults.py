@@ -7,12 +7,12 @@ QoS helpers the other simcluster modules share.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from scheduling.simcluster import quantity
+from scheduling.simcluster.patch import clone
 
 Obj = dict[str, Any]
 
@@ -213,7 +213,12 @@ def image_pull_policy(image: str) -> str:
 
 def default_container(container: Mapping[str, Any]) -> Obj:
     """SetDefaults_Container and friends: the fields `kubectl get -o yaml` shows on every container."""
-    out = copy.deepcopy(dict(container))
+    out: Obj = clone(dict(container))
+    _set_container_defaults(out)
+    return out
+
+
+def _set_container_defaults(out: Obj) -> None:
     out.setdefault("imagePullPolicy", image_pull_policy(out.get("image", "")))
     out.setdefault("terminationMessagePath", "/dev/termination-log")
     out.setdefault("terminationMessagePolicy", "File")
@@ -234,12 +239,17 @@ def default_container(container: Mapping[str, Any]) -> Obj:
             probe.setdefault("failureThreshold", 3)
             if "httpGet" in probe:
                 probe["httpGet"].setdefault("scheme", "HTTP")
-    return out
 
 
 def default_pod_spec(spec: Mapping[str, Any]) -> Obj:
     """SetDefaults_PodSpec: also applied to pod templates (jobs), unlike admission."""
-    out = copy.deepcopy(dict(spec))
+    out: Obj = clone(dict(spec))
+    _set_pod_spec_defaults(out)
+    return out
+
+
+def _set_pod_spec_defaults(out: Obj) -> None:
+    """default_pod_spec on a copy the caller owns (one copy per pod, not one per level)."""
     out.setdefault("restartPolicy", "Always")
     out.setdefault("dnsPolicy", "ClusterFirst")
     out.setdefault("schedulerName", DEFAULT_SCHEDULER)
@@ -247,13 +257,12 @@ def default_pod_spec(spec: Mapping[str, Any]) -> Obj:
     out.setdefault("securityContext", {})
     out.setdefault("enableServiceLinks", True)
     for group in ("initContainers", "containers"):
-        if group in out:
-            out[group] = [default_container(c) for c in out[group]]
+        for container in out.get(group) or []:
+            _set_container_defaults(container)
     for volume in out.get("volumes") or []:
         for source in ("secret", "configMap", "projected"):
             if source in volume:
                 volume[source].setdefault("defaultMode", 420)
-    return out
 
 
 def default_pod(
@@ -274,12 +283,13 @@ def default_pod(
     an unknown class or a hand-set priority that disagrees with it. Does not validate: call
     extended_resource_errors() on the result and answer 422 if it returns anything.
     """
-    out = copy.deepcopy(dict(pod))
+    out: Obj = clone(dict(pod))
     out["apiVersion"], out["kind"] = "v1", "Pod"
     metadata = out.setdefault("metadata", {})
     metadata["uid"] = uid
     metadata["creationTimestamp"] = format_time(now)
-    spec = default_pod_spec(out.get("spec") or {})
+    spec = out.get("spec") or {}
+    _set_pod_spec_defaults(spec)
     spec.setdefault("serviceAccountName", "default")
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
     _admit_priority(spec, priority_classes, preemption_policies or {}, global_default_class)

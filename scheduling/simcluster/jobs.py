@@ -14,7 +14,6 @@ immediately (no finalizers) gets the same counts as one that keeps terminated po
 
 from __future__ import annotations
 
-import copy
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scheduling.simcluster.defaults import FieldError, default_pod_spec, format_time, parse_time
+from scheduling.simcluster.patch import clone
 from scheduling.simcluster.scheduler import make_event
 
 Obj = dict[str, Any]
@@ -62,7 +62,7 @@ def default_job(job: Mapping[str, Any]) -> Obj:
 
     metadata.uid must already be set: the selector and pod labels are derived from it.
     """
-    out = copy.deepcopy(dict(job))
+    out: Obj = clone(dict(job))
     out["apiVersion"], out["kind"] = "batch/v1", "Job"
     meta = out.setdefault("metadata", {})
     uid, name = meta["uid"], meta["name"]
@@ -209,7 +209,7 @@ def reconcile_job(
 ) -> JobActions:
     """One sync of the Job controller. pods: the pods the Job owns (by ownerReference/selector)."""
     spec = job.get("spec") or {}
-    status = copy.deepcopy(dict(job.get("status") or {}))
+    status = clone(dict(job.get("status") or {}))
     finished_at = _finish_time(status)
     if finished_at is not None:
         ttl = spec.get("ttlSecondsAfterFinished")
@@ -379,7 +379,7 @@ class _Sync:
     def _new_pod(self, index: int | None) -> Obj:
         """A pod from the template, as the controller POSTs it (before the server's defaulting)."""
         meta = self.job["metadata"]
-        template = copy.deepcopy(self.spec.get("template") or {})
+        template = clone(self.spec.get("template") or {})
         template_meta = template.get("metadata") or {}
         prefix = f"{meta['name']}-" if index is None else f"{meta['name']}-{index}-"
         prefix = prefix[:58]  # generateName is truncated so that name + suffix fits in 63

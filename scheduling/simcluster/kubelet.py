@@ -14,7 +14,6 @@ does not depend on how often the caller ticks. Nothing here mutates its input.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import ipaddress
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scheduling.simcluster.defaults import format_time, parse_time, qos_class
+from scheduling.simcluster.patch import clone
 from scheduling.simcluster.scheduler import effective_taints, make_event, node_ready_status, tolerates
 
 Obj = dict[str, Any]
@@ -214,7 +214,7 @@ def _running(pod: Mapping[str, Any], container: Mapping[str, Any], at: datetime,
         "started": True,
     }
     if container.get("resources"):
-        out["resources"] = copy.deepcopy(container["resources"])
+        out["resources"] = clone(container["resources"])
     return out
 
 
@@ -295,7 +295,7 @@ def advance_pod(
         return PodUpdate(status_on_bind(pod, node_name, now, host_ip=host))
     if node is None or node_ready_status(node)[0] != "True":
         return _mark_not_ready(status, now)
-    working = copy.deepcopy(dict(status))
+    working = clone(dict(status))
     events: list[KubeletEvent] = []
     while (step := _next_step(pod, working, start_delay)) is not None and step[0] <= now:
         at, action = step
@@ -311,7 +311,7 @@ def _mark_not_ready(status: Mapping[str, Any], now: datetime) -> PodUpdate | Non
     ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
     if ready is None or ready.get("status") != "True":
         return None
-    working = copy.deepcopy(dict(status))
+    working = clone(dict(status))
     _set_conditions(working, [_condition("Ready", "False", now)])
     event = KubeletEvent("Warning", "NodeNotReady", "Node is not ready", component="node-controller")
     return PodUpdate(working, (event,))
@@ -491,7 +491,7 @@ def _expire(pod: Mapping[str, Any], status: Obj, at: datetime, node: Mapping[str
 
 def fail_pod(pod: Mapping[str, Any], now: datetime, reason: str, message: str) -> Obj:
     """An injected failure (e.g. reason "UnexpectedAdmissionError"): the new status, phase Failed."""
-    status = copy.deepcopy(dict(pod.get("status") or {}))
+    status: Obj = clone(dict(pod.get("status") or {}))
     _end_pod(status, "Failed", now)
     status.update(reason=reason, message=message)
     _set_conditions(status, _phase_conditions(pod, status, now))
