@@ -3,6 +3,7 @@
     python -m scheduling.benchmarks.placement --variant default --policies bestfit,fgd,ours --seeds 42-51
     python -m scheduling.benchmarks.placement --variant all --json results.json
     python -m scheduling.benchmarks.placement --variant default --mig        # MIG slots vs fractional sharing
+    python -m scheduling.benchmarks.placement --variant default --constrain 5,10,20,25,33  # GPU-model constraints
 
 Per policy and variant it prints the mean and per-seed unallocated GPU % at 100% arrived, wall time and
 time per placement decision (median, p95), the published mean for reference, and for several variants
@@ -28,7 +29,7 @@ from scheduling.benchmarks.replay import replay
 from scheduling.engine.fragmentation import FragIndex, fragmentation_ratio, typical_shapes
 from scheduling.engine.policies import POLICIES, make_policy
 from scheduling.engine.shapes import PodShape
-from scheduling.planning import trace
+from scheduling.planning import constrain, trace
 
 # PLACEMENT.md, mean of seeds 42-51, unallocated GPU % at 100% arrived.
 PUBLISHED: dict[str, dict[str, float]] = {
@@ -39,6 +40,12 @@ PUBLISHED: dict[str, dict[str, float]] = {
     "gpushare60": {"random": 17.19, "bestfit": 10.94, "fgd": 8.75},
     "gpushare80": {"random": 19.38, "bestfit": 13.34, "fgd": 10.92},
     "gpushare100": {"random": 21.10, "bestfit": 15.38, "fgd": 13.36},
+    # The paper's "GPU-type constraint" workloads: a share of default's GPU pods name their models. Ours are
+    # generated the same way (scheduling/planning/constrain.py), not the paper's files: near, not equal.
+    "default+gpuspec10": {"bestfit": 6.90, "fgd": 5.34},
+    "default+gpuspec20": {"bestfit": 11.54, "fgd": 5.34},
+    "default+gpuspec25": {"bestfit": 14.33, "fgd": 6.09},
+    "default+gpuspec33": {"bestfit": 19.61, "fgd": 12.16},
 }
 FRAG_POINTS = (80, 90)
 
@@ -132,13 +139,13 @@ def run_variant(
 
 
 def format_table(results: Sequence[PolicyResult]) -> str:
-    head = f"{'variant':<12} {'policy':<9} {'mean %':>7} {'paper':>6} {'wall s':>7} {'med ms':>7} {'p95 ms':>7}"
+    head = f"{'variant':<18} {'policy':<9} {'mean %':>7} {'paper':>6} {'wall s':>7} {'med ms':>7} {'p95 ms':>7}"
     lines = [head + "  per-seed %"]
     for r in results:
         paper = PUBLISHED.get(r.variant, {}).get(r.policy)
         per_seed = " ".join(f"{s.unallocated:.2f}" for s in r.runs)
         lines.append(
-            f"{r.variant:<12} {r.policy:<9} {r.mean:7.2f} {paper if paper is not None else '':>6} "
+            f"{r.variant:<18} {r.policy:<9} {r.mean:7.2f} {paper if paper is not None else '':>6} "
             f"{r.wall_s:7.1f} {r.decision_ms_median:7.3f} {r.decision_ms_p95:7.3f}  {per_seed}"
         )
     return "\n".join(lines)
@@ -147,14 +154,14 @@ def format_table(results: Sequence[PolicyResult]) -> str:
 def format_side_by_side(results: Sequence[PolicyResult], mine: str, other: str = "fgd") -> str:
     by = {(r.variant, r.policy): r for r in results}
     variants = list(dict.fromkeys(r.variant for r in results))
-    lines = [f"{'variant':<12} {other:>7} {mine:>7} {'diff':>6} {'ratio':>6}  seeds better"]
+    lines = [f"{'variant':<18} {other:>7} {mine:>7} {'diff':>6} {'ratio':>6}  seeds better"]
     for v in variants:
         a, b = by.get((v, other)), by.get((v, mine))
         if a is None or b is None:
             continue
         better = sum(x.unallocated < y.unallocated for x, y in zip(b.runs, a.runs, strict=True))
         lines.append(
-            f"{v:<12} {a.mean:7.2f} {b.mean:7.2f} {b.mean - a.mean:+6.2f} {b.mean / a.mean:6.3f}  "
+            f"{v:<18} {a.mean:7.2f} {b.mean:7.2f} {b.mean - a.mean:+6.2f} {b.mean / a.mean:6.3f}  "
             f"{better}/{len(b.runs)}"
         )
     return "\n".join(lines)
@@ -174,6 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seeds", default="42-51", help="e.g. 42-51 or 42,43")
     ap.add_argument("--json", metavar="PATH", help="write full results as JSON ('-' for stdout)")
     ap.add_argument("--mig", action="store_true", help="MIG variant: sharing pods as MIG instances")
+    ap.add_argument("--constrain", default="", metavar="SHARES",
+                    help="instead of each pod list, its variants with these percents of GPU pods constrained to a "
+                    "GPU model, e.g. 5,10,20,25,33 (scheduling/planning/constrain.py)")  # fmt: skip
+    ap.add_argument("--constrain-seed", type=int, default=1, help="seed of the constrained variants")
+    ap.add_argument("--constrain-mix", choices=constrain.MIXES, default="openb",
+                    help="which pods and models are constrained (scheduling/planning/constrain.py)")  # fmt: skip
     args = ap.parse_args(argv)
 
     policies = [p for p in args.policies.split(",") if p]
@@ -191,15 +204,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not path.exists():
             ap.error(f"no pod list at {path}")
 
+    try:
+        shares = [float(x) for x in args.constrain.split(",") if x]
+    except ValueError:
+        ap.error(f"--constrain takes percents separated by commas, not {args.constrain!r}")
+    if any(not 0 < x <= 100 for x in shares):
+        ap.error("--constrain percents must be above 0 and at most 100")
     if args.mig:
+        if shares:
+            ap.error("--mig and --constrain do not go together")
         return mig_bench.main(nodes, sources, policies, seeds, args.json)
 
     results: list[PolicyResult] = []
     print(f"{len(seeds)} seeds, policies {', '.join(policies)}; nodes {args.nodes}", flush=True)
-    for variant, path in sources:
-        pods = trace.read_pods(path)
-        results.extend(run_variant(nodes, pods, variant, policies, seeds))
-        print(format_table([r for r in results if r.variant == variant]), flush=True)
+    for base, path in sources:
+        read = trace.read_pods(path)
+        lists = [
+            (f"{base}+gpuspec{x:g}", constrain.constrain(read, nodes, x, args.constrain_seed, mix=args.constrain_mix))
+            for x in shares
+        ] or [(base, read)]
+        for variant, pods in lists:
+            results.extend(run_variant(nodes, pods, variant, policies, seeds))
+            print(format_table([r for r in results if r.variant == variant]), flush=True)
     print()
     print(format_table(results))
     others = [p for p in policies if p != "fgd"]

@@ -143,20 +143,30 @@ class FragIndex:
     def evaluate(self, nodes: I64, cpu: I64, mem: I64, cnt: I64, use: I64, tot: I64) -> F64:
         """Fragmentation (milli-GPU) of ``nodes`` if they had these CPU, memory and GPU aggregates."""
         t = self.typical
-        fits = self.model_ok[nodes] & (cpu[:, None] >= t.cpu[None, :]) & (cnt >= t.count[None, :])
+        # In place, and the usable GPU as floats times the mask: the (candidates x shapes) arrays are the cost
+        # of every placement decision (a constrained workload has ~190 typical shapes), so no temporaries.
+        fits = np.take(self.model_ok, nodes, axis=0)
+        fits &= cpu[:, None] >= t.cpu
+        fits &= cnt >= t.count
         if self._uses_memory:
-            fits &= mem[:, None] >= t.memory[None, :]
-        return np.asarray(tot * t.weight.sum() - np.where(fits, use, 0) @ t.weight, dtype=np.float64)
+            fits &= mem[:, None] >= t.memory
+        usable = use.astype(np.float64)
+        usable *= fits
+        return np.asarray(tot * t.weight.sum() - usable @ t.weight, dtype=np.float64)
 
     def after_share(self, state: ClusterState, nodes: I64, gpu_free: I64, pod: PodShape) -> F64:
         """Fragmentation of each node after a sharing pod takes ``pod.gpu_milli`` from a GPU with
         ``gpu_free`` free (one candidate per entry; ``nodes`` may repeat)."""
-        m = self.typical.milli[None, :]
+        m = self.typical.milli
         f = gpu_free[:, None]
         f2 = f - pod.gpu_milli
         before, after = f >= m, f2 >= m
-        cnt = self.cnt[nodes] + after.astype(np.int64) - before
-        use = self.use[nodes] + np.where(after, f2, 0) - np.where(before, f, 0)
+        cnt = np.take(self.cnt, nodes, axis=0)
+        cnt += after
+        cnt -= before
+        use = np.take(self.use, nodes, axis=0)
+        use += after * f2
+        use -= before * f
         cpu = state.cpu_free[nodes] - pod.cpu_milli
         mem = state.mem_free[nodes] - pod.memory_mib
         return self.evaluate(nodes, cpu, mem, cnt, use, self.tot[nodes] - pod.gpu_milli)
@@ -165,8 +175,10 @@ class FragIndex:
         """Fragmentation after a whole-GPU or CPU-only pod (whole GPUs hold 1000, which every shape's
         share fits, so each taken GPU lowers every ``cnt`` by one and every ``use`` by 1000)."""
         taken = pod.num_gpu * 1000
-        cnt = self.cnt[nodes] - pod.num_gpu
-        use = self.use[nodes] - taken
+        cnt = np.take(self.cnt, nodes, axis=0)
+        cnt -= pod.num_gpu
+        use = np.take(self.use, nodes, axis=0)
+        use -= taken
         cpu = state.cpu_free[nodes] - pod.cpu_milli
         mem = state.mem_free[nodes] - pod.memory_mib
         return self.evaluate(nodes, cpu, mem, cnt, use, self.tot[nodes] - taken)

@@ -29,6 +29,8 @@ class OnlineWorkload:
         self._decay = 0.5 ** (1.0 / half_life)
         self._scale = 1.0  # counts are stored divided by the running decay, renormalised now and then
         self._counts: dict[ShapeKey, float] = defaultdict(float)
+        self._gpu_milli = 0.0  # decayed GPU demand of every request, and of those that name models, per model
+        self._model_milli: dict[str, float] = defaultdict(float)
         self.observed = 0
         self.version = 0
         self._cached: tuple[int, TypicalShapes] | None = None
@@ -38,14 +40,28 @@ class OnlineWorkload:
             return
         self._scale /= self._decay
         self._counts[shape_key(pod, self.with_memory)] += self._scale
+        demand = pod.total_milli * self._scale
+        self._gpu_milli += demand
+        if pod.gpu_models and demand:
+            for model in pod.gpu_models:
+                self._model_milli[model] += demand / len(pod.gpu_models)
         if self._scale > 1e12:
             for k in self._counts:
                 self._counts[k] /= self._scale
+            for m in self._model_milli:
+                self._model_milli[m] /= self._scale
+            self._gpu_milli /= self._scale
             self._scale = 1.0
         self.observed += 1
         n = self.observed
         if n % self.refresh == 0 or (n < self.refresh and n & (n - 1) == 0):
             self.version += 1
+
+    def model_demand(self) -> dict[str, float]:
+        """Per GPU model, the share of recent GPU demand that may run only there (a request naming a set of
+        models counts a part for each). Unconstrained requests count for no model."""
+        total = self._gpu_milli
+        return {m: v / total for m, v in sorted(self._model_milli.items())} if total else {}
 
     def typical(self) -> TypicalShapes:
         if self._cached is None or self._cached[0] != self.version:

@@ -3,7 +3,7 @@ import pytest
 
 from scheduling.engine.fragmentation import typical_shapes
 from scheduling.engine.policies import POLICIES, make_policy
-from scheduling.engine.policies.balanced import BalancedFGD, demand_ratios, stranded
+from scheduling.engine.policies.balanced import BalancedFGD, claimed, demand_ratios, stranded, typical_model_demand
 from scheduling.engine.policies.fgd import FGD
 from scheduling.engine.policies.simple import BestFit, FirstFit
 from scheduling.engine.shapes import Placement, PodShape
@@ -98,3 +98,51 @@ def test_every_policy_places_validly_and_only_drops_what_fits_nowhere(name):
 def test_unknown_policy():
     with pytest.raises(ValueError, match="unknown policy"):
         make_policy("nope", [], np.random.default_rng(0))
+
+
+def test_online_workload_counts_the_demand_that_names_models():
+    model = OnlineWorkload(half_life=1e9)
+    t4 = PodShape(4000, 8192, 1, 1000, gpu_models=frozenset({"T4"}))
+    pair = PodShape(4000, 8192, 2, 1000, gpu_models=frozenset({"V100M16", "V100M32"}))
+    for pod in (t4, pair, whole(1), share(500), cpu_only(8000)):
+        model.observe(pod)
+    # 4,500 milli-GPU in all: 1,000 may run only on T4, 2,000 on either V100 (half each).
+    assert model.model_demand() == pytest.approx({"T4": 1000 / 4500, "V100M16": 1000 / 4500, "V100M32": 1000 / 4500})
+    assert OnlineWorkload().model_demand() == {}
+
+
+def test_claimed_is_demand_share_over_free_share():
+    st = build_state(["a", "b", "c"], ["G2", "T4", "G2"], [8, 2, 8], [96_000] * 3, [393_216] * 3)
+    free = st.gpu_free.sum(axis=1)  # 8,000 / 2,000 / 8,000: T4 holds 1/9 of the free GPU
+    assert claimed(st, free, {"T4": 0.5}).tolist() == pytest.approx([0.0, 4.5])  # models: ("G2", "T4")
+    assert not claimed(st, free, {}).any()
+    assert typical_model_demand(typical_shapes([whole(1), PodShape(1000, 1024, 1, 1000, frozenset({"T4"}))])) == {
+        "T4": 0.5
+    }
+
+
+def test_ours_leaves_a_model_in_demand_to_the_pods_that_need_it():
+    # Two nodes alike but for the model. Pods naming T4 have been seen: a pod free to go anywhere goes to G2,
+    # although with nothing named it would take the T4 node (the lower index wins ties).
+    st = build_state(["t4", "g2"], ["T4", "G2"], [4, 4], [64_000, 64_000], [262_144, 262_144])
+    t4 = PodShape(4000, 8192, 1, 1000, gpu_models=frozenset({"T4"}))
+    free = whole(1, cpu=4000, mem=8192)
+    assert BalancedFGD(typical_shapes([free] * 4)).choose(st, free) == Placement(0, (0,))
+    ours = BalancedFGD(OnlineWorkload())
+    for _ in range(3):
+        ours.choose(st.copy(), t4)
+    assert ours.choose(st, free) == Placement(1, (0,))
+    assert BalancedFGD(OnlineWorkload(), scarce_weight=0.0).choose(st, free) == Placement(0, (0,))
+
+
+def test_with_no_model_named_the_scarcity_term_changes_nothing():
+    rng = np.random.default_rng(5)
+    shapes = [share(m, cpu=c) for m in (250, 500, 810) for c in (2000, 8000)] + [whole(1), whole(2), cpu_only(9000)]
+    st = build_state(["a", "b", "c"], ["G2", "T4", "P100"], [8, 2, 2], [96_000, 104_000, 16_000], [393_216] * 3)
+    a, b = BalancedFGD(OnlineWorkload()), BalancedFGD(OnlineWorkload(), scarce_weight=0.0)
+    for _ in range(40):
+        pod = shapes[rng.integers(len(shapes))]
+        p = a.choose(st, pod)
+        assert p == b.choose(st, pod)
+        if p is not None:
+            st.apply(pod, p)

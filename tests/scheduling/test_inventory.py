@@ -8,6 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from scheduling.engine.policies.balanced import BalancedFGD
+from scheduling.engine.policies.router import Router
+from scheduling.engine.workload import OnlineWorkload
 from scheduling.inventory import Capacity, Demand
 from tests.catalogue import demo_nodes
 
@@ -167,3 +170,14 @@ def test_a_copy_decides_apart_from_its_original() -> None:
     assert twin.place(whole(8)) is not None
     assert int(capacity.free["nvidia.com/gpu"].sum()) == int(twin.free["nvidia.com/gpu"].sum()) + 8
     assert int(capacity.state.full_free.sum()) == int(twin.state.full_free.sum()) + 8
+
+
+def test_the_live_policy_learns_which_models_the_offerings_name() -> None:
+    # Every portal request names its offering's model: the placement engine's demand carries it, and the
+    # policy's per-model demand (what keeps a model in demand for the requests that need it) learns it.
+    policy = BalancedFGD(OnlineWorkload(with_memory=True))
+    capacity = Capacity.from_objects(demo_nodes(), [], router=Router(policy))
+    assert capacity.place(whole(2)) is not None
+    assert policy.model_demand() == {"H100-80GB-HBM3": 1.0}
+    assert capacity.place(CPU) is not None
+    assert policy.model_demand() == {"H100-80GB-HBM3": 1.0}  # a CPU-only pod names no model
