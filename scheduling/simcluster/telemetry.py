@@ -155,6 +155,35 @@ def last_busy_at(
     return None  # unreachable: window 0 always bursts from the start
 
 
+def busy_spans(
+    profile: WorkloadProfile, *, seed: int, pod_uid: str, until: float, busy_seconds: float | None = None
+) -> list[tuple[float, float]]:
+    """The stretches, in seconds after the start and up to ``until``, in which :func:`activity` has the GPU
+    active (above the idle threshold): what a simulation in time needs instead of sampling every 30 s. For
+    the two notebook profiles the kernel is busy and the user active in exactly these stretches."""
+    if profile == "idle-notebook":
+        spans = [(0.0, _idle_warm_seconds(seed, pod_uid, busy_seconds))]
+    elif profile == "bursty-notebook":
+        found = (_burst(seed, pod_uid, k) for k in range(int(until // _BURST_WINDOW) + 1))
+        spans = [s for s in found if s is not None]
+    elif profile in ("steady-training", "gpu-background"):
+        spans = [(0.0, until)]
+    else:
+        spans = []
+    return [(a, min(b, until)) for a, b in spans if a < until]
+
+
+# Expected GR engine activity inside and outside :func:`busy_spans` (the means of :func:`activity`'s noise).
+MEAN_ACTIVITY: dict[WorkloadProfile, tuple[float, float]] = {
+    "idle-notebook": (0.5, _IDLE_BELOW * 0.25),
+    "bursty-notebook": (0.65, _IDLE_BELOW * 0.5),
+    "steady-training": (0.915, 0.915),
+    "cpu-preprocessing": (_IDLE_BELOW * 0.5, _IDLE_BELOW * 0.5),  # kernel busy, GPU idle throughout
+    "gpu-background": (0.775, 0.775),
+    "none": (0.0, 0.0),
+}
+
+
 # --- dcgm-exporter ------------------------------------------------------------------------------------
 
 

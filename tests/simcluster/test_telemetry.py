@@ -276,3 +276,22 @@ def test_busy_seconds_sets_when_an_idle_notebook_goes_quiet():
 def test_busy_seconds_annotation(value, expected):
     assert telemetry.busy_seconds_for_pod({telemetry.BUSY_ANNOTATION: value}) == expected
     assert telemetry.busy_seconds_for_pod(None) is None
+
+
+@pytest.mark.parametrize("profile", telemetry.PROFILES)
+def test_busy_spans_and_mean_activity_agree_with_the_sampled_activity(profile):
+    """What the lab-month benchmark integrates instead of sampling is what the exporter would report."""
+    start = datetime(2027, 2, 1, 9, tzinfo=UTC)
+    hours = 6 * 3600
+    spans = telemetry.busy_spans(profile, seed=3, pod_uid="p-1", until=hours)
+    busy_mean, quiet_mean = telemetry.MEAN_ACTIVITY[profile]
+    inside: list[float] = []
+    outside: list[float] = []
+    for t in range(15, hours, telemetry.SAMPLE_SECONDS):
+        a = telemetry.activity(profile, seed=3, pod_uid="p-1", started_at=start, at=start + timedelta(seconds=t))
+        (inside if any(x <= t < y for x, y in spans) else outside).append(a.gr_engine_active)
+    assert all(v >= 0.05 for v in inside) and all(v < 0.05 for v in outside)
+    if inside:
+        assert abs(sum(inside) / len(inside) - busy_mean) < 0.05
+    if outside:
+        assert abs(sum(outside) / len(outside) - quiet_mean) < 0.005

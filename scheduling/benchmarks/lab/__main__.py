@@ -1,0 +1,131 @@
+"""A month in a research lab, replayed through each arm on the same arrivals, in simulated time.
+
+    python -m scheduling.benchmarks.lab [--model scheduling/benchmarks/scenarios/lab-month.yaml]
+        [--arms static,portal-shared] [--days 7] [--json results.json]
+
+The organisation, cluster and arms are the model file's (``model.py`` explains every key). Prints one row
+of figures per arm (``figures.py`` defines them): GPUs held over the month (held%) and while work of a GPU
+model waits beyond what it has (held short%, for short h hours), GPU activity of what is held and of the
+fleet, in-quota waits, notebooks lost while in use, jobs done, idle GPU-hours, CPU seconds of the arm; then
+the targets for the last portal arm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from scheduling.benchmarks.lab.arrivals import draw
+from scheduling.benchmarks.lab.figures import Figures, figures
+from scheduling.benchmarks.lab.model import ModelError, load_model
+from scheduling.benchmarks.lab.portal_arm import simulate_portal
+from scheduling.benchmarks.lab.static_arm import simulate_static
+
+DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "scenarios" / "lab-month.yaml"
+
+
+def _fmt(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
+    return "-" if value is None else f"{value * scale:.{digits}f}"
+
+
+def table(rows: Sequence[tuple[Figures, float]]) -> str:
+    head = (
+        f"{'arm':<14} {'held%':>6} {'held short%':>11} {'short h':>7} {'busy held%':>10} {'busy fleet%':>11} "
+        f"{'nb wait p50/p95 min':>20} {'job wait p50/p95 min':>21} {'lost nb':>7} {'jobs done':>11} "
+        f"{'idle GPU-h':>10} {'cpu s':>6}"
+    )
+    lines = [head]
+    for f, cpu in rows:
+        nb, job = f.waits_in_quota["notebook"], f.waits_in_quota["job"]
+        lines.append(
+            f"{f.arm:<14} {_fmt(f.allocated, 100):>6} {_fmt(f.allocated_while_short, 100):>11} {f.short_hours:7.0f} "
+            f"{_fmt(f.activity_of_allocated, 100):>10} {_fmt(f.fleet_activity, 100):>11} "
+            f"{_fmt(nb.median_min) + '/' + _fmt(nb.p95_min):>20} {_fmt(job.median_min) + '/' + _fmt(job.p95_min):>21} "
+            f"{f.lost_in_use:>7} {f'{f.jobs_done}/{f.jobs}':>11} {f.idle_gpu_hours:10.0f} {cpu:6.1f}"
+        )
+    return "\n".join(lines)
+
+
+def targets(f: Figures) -> str:
+    """The issue's targets for the shared portal arm, each with whether it is met."""
+    waits = [w.median_min for w in f.waits_in_quota.values() if w.median_min is not None]
+    checks = [
+        (
+            "allocated >= 90% of capacity while demand exceeds supply",
+            f.allocated_while_short is not None and f.allocated_while_short >= 0.9,
+            _fmt(f.allocated_while_short, 100) + "%",
+        ),
+        (
+            "activity-weighted utilisation of allocated GPUs >= 75%",
+            f.activity_of_allocated >= 0.75,
+            _fmt(f.activity_of_allocated, 100) + "%",
+        ),
+        (
+            "median wait of in-quota requests <= 5 min, each kind",
+            bool(waits) and max(waits) <= 5,
+            " / ".join(f"{k} {_fmt(w.median_min)}" for k, w in f.waits_in_quota.items()),
+        ),
+        ("0 in-quota notebooks preempted", f.notebooks_preempted == 0, str(f.notebooks_preempted)),
+        ("0 notebooks lost while in use", f.lost_in_use == 0, str(f.lost_in_use)),
+    ]
+    return "\n".join(f"  [{'met' if ok else 'NOT met'}] {what}: {value}" for what, ok, value in checks)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m scheduling.benchmarks.lab", description=__doc__.split("\n")[0])
+    ap.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="organisation model (YAML)")
+    ap.add_argument("--arms", default="", help="comma-separated arm names (default: every arm of the model)")
+    ap.add_argument("--days", type=int, help="replay only the first DAYS days")
+    ap.add_argument("--json", metavar="PATH", help="write every figure, per arm, as JSON ('-' for stdout)")
+    args = ap.parse_args(argv)
+    try:
+        model = load_model(args.model)
+    except ModelError as exc:
+        ap.error("the model has problems:\n  " + "\n  ".join(exc.problems))
+    if args.days is not None:
+        if not 1 <= args.days <= model.days:
+            ap.error(f"--days must be 1-{model.days}")
+        model = replace(model, days=args.days)
+    names = [a for a in args.arms.split(",") if a] or [a.name for a in model.arms]
+    unknown = [n for n in names if n not in {a.name for a in model.arms}]
+    if unknown:
+        ap.error(f"no arm {', '.join(unknown)} in the model (it has {', '.join(a.name for a in model.arms)})")
+
+    requests = draw(model)
+    print(
+        f"{model.name}: {model.researchers} researchers in {len(model.teams)} teams, {model.days} days from "
+        f"{model.start:%Y-%m-%d}, {len(requests)} requests; cluster {model.cluster.name}",
+        flush=True,
+    )
+    rows: list[tuple[Figures, float]] = []
+    for name in names:
+        arm = model.arm(name)
+        start = time.process_time()
+        try:
+            outcome = (
+                simulate_static(model, requests, name)
+                if arm.kind == "static"
+                else simulate_portal(model, arm, requests)
+            )
+        except ValueError as exc:
+            ap.error(str(exc))
+        rows.append((figures(outcome), time.process_time() - start))
+        print(table(rows[-1:]).splitlines()[-1] if len(rows) > 1 else table(rows), flush=True)
+    print()
+    print(table(rows))
+    portal = [f for f, _ in rows if model.arm(f.arm).kind == "portal"]
+    if portal:
+        print(f"\ntargets, arm {portal[-1].arm}:\n{targets(portal[-1])}")
+    if args.json:
+        text = json.dumps({"model": model.name, "days": model.days, "arms": [f.as_json() for f, _ in rows]}, indent=1)
+        sys.stdout.write(text + "\n") if args.json == "-" else Path(args.json).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
