@@ -22,7 +22,7 @@ from scheduling.benchmarks.lab.model import Idle, ModelError, load_model, parse_
 from scheduling.benchmarks.lab.outcome import ArmOutcome, Step
 from scheduling.benchmarks.lab.portal_arm import PortalArm
 from scheduling.benchmarks.lab.runs import Plan, Run, Wait, plan
-from scheduling.benchmarks.lab.static_arm import simulate_static
+from scheduling.benchmarks.lab.static_arm import cards_for, cards_needed, median_waits, simulate_static
 
 SHIPPED = cli.DEFAULT_MODEL
 
@@ -198,6 +198,34 @@ def test_the_static_arm_queues_each_researcher_on_their_own_card(tmp_path):
     assert runs["job-3"].start == 300.0 and runs["job-1"].offering != runs["job-3"].offering
 
 
+def test_with_more_cards_a_researcher_runs_wider_and_alongside(tmp_path):
+    model = small_model(tmp_path)
+    requests = [
+        Request("job-1", "job", 0, "a", 100.0, gpus=4, run_s=1000.0),
+        Request("nb-2", "notebook", 0, "a", 200.0, size="small", session_s=600.0),
+        Request("job-3", "job", 0, "a", 300.0, gpus=1, run_s=500.0),
+    ]
+    outcome = simulate_static(model, requests, cards_each=[3] + [1] * (model.researchers - 1))
+    runs = {r.request.id: r for r in outcome.runs}
+    assert (runs["job-1"].start, runs["job-1"].end, runs["job-1"].gpu_eq) == (100.0, 100.0 + 4000 / 3, 3.0)
+    assert runs["nb-2"].start == runs["job-1"].end  # first come, first served: it waits for a card
+    assert outcome.capacity == 12.0  # 3 + 9 cards, beyond the cluster's 10 GPUs
+
+
+def test_the_hardware_what_if_finds_the_fewest_cards_for_the_target_waits(tmp_path):
+    model = small_model(tmp_path)
+    requests = draw(replace(model, jobs=replace(model.jobs, per_day=4.0)))
+    assert sorted(cards_for(model, requests, 13), reverse=True)[:4] == [2, 2, 2, 1]
+    needed = cards_needed(model, requests, {"notebook": 0.0, "job": 0.0})
+    assert needed is not None and needed > model.researchers
+
+    def medians(total: int) -> dict[str, float]:
+        return median_waits(simulate_static(model, requests, cards_each=cards_for(model, requests, total)))
+
+    assert all(v == 0.0 for v in medians(needed).values())
+    assert any(v > 0.0 for v in medians(needed - 1).values())
+
+
 def _portal(model: Any, requests: list[Request]) -> tuple[PortalArm, ArmOutcome]:
     arm = PortalArm(model, model.arm("shared"), requests)
     return arm, arm.run()
@@ -282,8 +310,10 @@ def test_the_command_prints_every_arm_and_the_targets(tmp_path, capsys):
     for arm in ("static", "portal-whole", "portal-shared"):
         assert f"\n{arm} " in text
     assert "targets, arm portal-shared:" in text and "median wait of in-quota requests" in text
+    assert "hardware what-if: one card per person needs" in text
     data = yaml.safe_load(out.read_text())
     assert [a["arm"] for a in data["arms"]] == ["static", "portal-whole", "portal-shared"]
+    assert data["whatif"]["arm"] == "portal-shared" and data["whatif"]["static_gpus_needed"] >= 60
 
 
 def test_the_command_refuses_a_bad_model_or_arm(tmp_path, capsys):

@@ -1,13 +1,15 @@
 """A month in a research lab, replayed through each arm on the same arrivals, in simulated time.
 
     python -m scheduling.benchmarks.lab [--model scheduling/benchmarks/scenarios/lab-month.yaml]
-        [--arms static,portal-shared] [--days 7] [--json results.json]
+        [--arms static,portal-shared] [--days 7] [--json results.json] [--html report.html]
 
 The organisation, cluster and arms are the model file's (``model.py`` explains every key). Prints one row
 of figures per arm (``figures.py`` defines them): GPUs held over the month (held%) and while work of a GPU
 model waits beyond what it has (held short%, for short h hours), GPU activity of what is held and of the
 fleet, in-quota waits, notebooks lost while in use, jobs done, idle GPU-hours, CPU seconds of the arm; then
-the targets for the last portal arm.
+the targets for the last portal arm, and how many GPUs the static way would need for that arm's median waits
+(``static_arm.cards_needed``). ``--html`` writes a self-contained report (``report.py``) that opens
+offline.
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from scheduling.benchmarks.lab import report
 from scheduling.benchmarks.lab.arrivals import draw
 from scheduling.benchmarks.lab.figures import Figures, figures
 from scheduling.benchmarks.lab.model import ModelError, load_model
 from scheduling.benchmarks.lab.portal_arm import simulate_portal
-from scheduling.benchmarks.lab.static_arm import simulate_static
+from scheduling.benchmarks.lab.static_arm import cards_needed, simulate_static
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "scenarios" / "lab-month.yaml"
 
@@ -76,12 +79,23 @@ def targets(f: Figures) -> str:
     return "\n".join(f"  [{'met' if ok else 'NOT met'}] {what}: {value}" for what, ok, value in checks)
 
 
+def what_if_line(w: Mapping[str, object]) -> str:
+    needed, gpus = w["static_gpus_needed"], w["gpus"]
+    if needed is None:
+        return f"hardware what-if: one card per person does not reach arm {w['arm']}'s median waits even at 8 each"
+    return (
+        f"hardware what-if: one card per person needs {needed} GPUs for arm {w['arm']}'s median waits, which it "
+        f"gets from {gpus:g}"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scheduling.benchmarks.lab", description=__doc__.split("\n")[0])
     ap.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="organisation model (YAML)")
     ap.add_argument("--arms", default="", help="comma-separated arm names (default: every arm of the model)")
     ap.add_argument("--days", type=int, help="replay only the first DAYS days")
     ap.add_argument("--json", metavar="PATH", help="write every figure, per arm, as JSON ('-' for stdout)")
+    ap.add_argument("--html", metavar="PATH", type=Path, help="write the report with its charts (one offline file)")
     args = ap.parse_args(argv)
     try:
         model = load_model(args.model)
@@ -97,11 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"no arm {', '.join(unknown)} in the model (it has {', '.join(a.name for a in model.arms)})")
 
     requests = draw(model)
-    print(
+    summary = (
         f"{model.name}: {model.researchers} researchers in {len(model.teams)} teams, {model.days} days from "
-        f"{model.start:%Y-%m-%d}, {len(requests)} requests; cluster {model.cluster.name}",
-        flush=True,
+        f"{model.start:%Y-%m-%d}, {len(requests)} requests; cluster {model.cluster.name}"
     )
+    print(summary, flush=True)
     rows: list[tuple[Figures, float]] = []
     for name in names:
         arm = model.arm(name)
@@ -119,11 +133,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(table(rows))
     portal = [f for f, _ in rows if model.arm(f.arm).kind == "portal"]
+    whatif: dict[str, object] = {}
     if portal:
         print(f"\ntargets, arm {portal[-1].arm}:\n{targets(portal[-1])}")
+        goal = {k: w.median_min for k, w in portal[-1].waits_in_quota.items() if w.median_min is not None}
+        needed = cards_needed(model, requests, goal)
+        whatif = {
+            "arm": portal[-1].arm,
+            "median_wait_min": goal,
+            "static_gpus_needed": needed,
+            "gpus": portal[-1].capacity,
+        }
+        summary += "; " + what_if_line(whatif)
+        print(f"\n{what_if_line(whatif)}")
     if args.json:
-        text = json.dumps({"model": model.name, "days": model.days, "arms": [f.as_json() for f, _ in rows]}, indent=1)
+        data = {"model": model.name, "days": model.days, "arms": [f.as_json() for f, _ in rows], "whatif": whatif}
+        text = json.dumps(data, indent=1)
         sys.stdout.write(text + "\n") if args.json == "-" else Path(args.json).write_text(text)
+    if args.html:
+        args.html.write_text(report.render(f"A month in {model.name}", summary, [f for f, _ in rows], model.start))
+        print(f"report: {args.html}")
     return 0
 
 

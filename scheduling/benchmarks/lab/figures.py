@@ -56,6 +56,7 @@ class Figures:
     idle_gpu_hours: float
     hourly_allocated: list[float] = field(repr=False)  # GPU-equivalents held, mean per hour of the month
     hourly_active: list[float] = field(repr=False)  # activity-weighted GPU-equivalents, mean per hour
+    wait_percentiles: Mapping[str, list[float]] = field(repr=False)  # in-quota, per kind: minutes at 0..100%
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,15 +108,19 @@ def figures(o: ArmOutcome) -> Figures:
         idle += i
         held_s += run.gpu_eq * (run.end - run.start)
 
+    def waited(kind: str, in_quota_only: bool) -> tuple[list[float | None], list[float]]:
+        chosen = [w for w in o.waits if w.request.kind == kind and (w.in_quota or not in_quota_only)]
+        return [None if w.started is None else w.started - w.request.at for w in chosen], [
+            o.horizon - w.request.at for w in chosen
+        ]
+
     def waits(in_quota_only: bool) -> dict[str, Waits]:
-        out = {}
-        for kind in KINDS:
-            chosen = [w for w in o.waits if w.request.kind == kind and (w.in_quota or not in_quota_only)]
-            out[kind] = _waits(
-                [None if w.started is None else w.started - w.request.at for w in chosen],
-                [o.horizon - w.request.at for w in chosen],
-            )
-        return out
+        return {kind: _waits(*waited(kind, in_quota_only)) for kind in KINDS}
+
+    def percentiles(kind: str) -> list[float]:
+        values, left = waited(kind, True)
+        minutes = [(v if v is not None else x) / 60 for v, x in zip(values, left, strict=True)]
+        return [round(float(x), 2) for x in np.percentile(minutes, np.arange(101))] if minutes else []
 
     notebooks = [r for r in o.runs if r.request.kind == "notebook"]
     return Figures(
@@ -136,4 +141,5 @@ def figures(o: ArmOutcome) -> Figures:
         idle_gpu_hours=idle / HOUR,
         hourly_allocated=[round(float(x), 3) for x in held_hours],
         hourly_active=[round(float(x), 3) for x in active_hours],
+        wait_percentiles={kind: percentiles(kind) for kind in KINDS},
     )

@@ -2,12 +2,20 @@
 and runs their own requests on it one after another, first come first served. A job asking for k GPUs
 runs on the one card k times as long (data parallel on fewer GPUs); a notebook holds the card as it would
 any GPU. Nobody else may use an idle card: that is the arm's point.
+
+The what-if: how many cards the static way would need for the waits of another arm. Cards beyond one each
+go, one at a time, to the researchers who ask for the most GPU-hours (as a budget round would hand them
+out); a researcher with c cards runs a k-GPU job on min(k, c) of them, k / min(k, c) times as long, and
+still takes requests in order. The smallest total whose median waits of each kind are at most the
+target's is found by bisection (waits only fall as cards are added).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from scheduling.benchmarks.lab.arrivals import Calendar, Request
 from scheduling.benchmarks.lab.fleet import cards
@@ -16,12 +24,17 @@ from scheduling.benchmarks.lab.outcome import ArmOutcome, Step
 from scheduling.benchmarks.lab.runs import Run, Wait, plan
 
 
-def simulate_static(model: LabModel, requests: Sequence[Request], name: str = "static") -> ArmOutcome:
+def simulate_static(
+    model: LabModel, requests: Sequence[Request], name: str = "static", cards_each: Sequence[int] | None = None
+) -> ArmOutcome:
+    """``cards_each``: cards per researcher (default: one each, the cluster's GPUs in node order)."""
     owned = cards(model.cluster)
-    if len(owned) < model.researchers:
-        raise ValueError(
-            f"the static arm needs a card per researcher: {model.researchers} researchers, {len(owned)} GPUs"
-        )
+    if cards_each is None:
+        if len(owned) < model.researchers:
+            raise ValueError(
+                f"the static arm needs a card per researcher: {model.researchers} researchers, {len(owned)} GPUs"
+            )
+        cards_each = [1] * model.researchers
     cal = Calendar(model)
     horizon = model.days * 86400.0
     mine: dict[int, list[Request]] = defaultdict(list)
@@ -31,20 +44,72 @@ def simulate_static(model: LabModel, requests: Sequence[Request], name: str = "s
     waits: list[Wait] = []
     changes: list[tuple[float, float, float]] = []  # (time, held change, asked change)
     for researcher, queue in mine.items():
-        free_at = 0.0
+        free = [0.0] * cards_each[researcher]  # when each of the researcher's cards is next free
+        last_start = 0.0
         for q in queue:  # already in arrival order
-            start = max(q.at, free_at)
-            changes.append((q.at, 0.0, 1.0))
+            n = min(q.total_gpus, len(free)) if q.kind == "job" else 1
+            free.sort()
+            start = max(q.at, last_start, free[n - 1])
+            changes.append((q.at, 0.0, float(n)))
             if start >= horizon:
                 waits.append(Wait(q, True, None))
                 continue
-            p = plan(q, start, cal, model.seed, slowdown=float(q.total_gpus) if q.kind == "job" else 1.0)
+            p = plan(q, start, cal, model.seed, slowdown=q.total_gpus / n if q.kind == "job" else 1.0)
             end = min(start + p.length, horizon)
-            free_at = start + p.length
+            free[:n] = [start + p.length] * n
+            last_start = start
             outcome = "month-ended" if end < start + p.length else ("done" if q.kind == "job" else "closed")
-            runs.append(Run(q, owned[researcher], 1.0, start, end, outcome, p))
+            label = owned[researcher] if researcher < len(owned) else f"card-{researcher}"
+            runs.append(Run(q, label, float(n), start, end, outcome, p))
             waits.append(Wait(q, True, start))
-            changes += [(start, 1.0, 0.0), (end, -1.0, -1.0)]
-    return ArmOutcome(
-        name, float(len(owned)), horizon, runs, waits, Step.from_changes("cards", float(len(owned)), changes)
-    )
+            changes += [(start, float(n), 0.0), (end, -float(n), -float(n))]
+    total = float(max(len(owned), sum(cards_each)))
+    return ArmOutcome(name, total, horizon, runs, waits, Step.from_changes("cards", total, changes))
+
+
+def median_waits(outcome: ArmOutcome) -> dict[str, float]:
+    """Median wait in minutes per kind (a request that never started waits until the month's end)."""
+    out: dict[str, float] = {}
+    for kind in ("notebook", "job"):
+        waited = [
+            (w.started if w.started is not None else outcome.horizon) - w.request.at
+            for w in outcome.waits
+            if w.request.kind == kind and w.in_quota
+        ]
+        if waited:
+            out[kind] = float(np.median(waited)) / 60
+    return out
+
+
+def cards_for(model: LabModel, requests: Sequence[Request], total: int) -> list[int]:
+    """``total`` cards (at least one each) handed out: one each, the rest to the biggest users first."""
+    asked: dict[int, float] = defaultdict(float)
+    for q in requests:
+        asked[q.researcher] += q.run_s * q.total_gpus if q.kind == "job" else q.session_s
+    order = sorted(range(model.researchers), key=lambda r: (-asked[r], r))
+    each = [1] * model.researchers
+    for extra in range(max(0, total - model.researchers)):
+        each[order[extra % len(order)]] += 1
+    return each
+
+
+def cards_needed(
+    model: LabModel, requests: Sequence[Request], target: Mapping[str, float], *, most: int | None = None
+) -> int | None:
+    """The fewest cards with which the static way's median wait of each kind is at most ``target``'s (None:
+    not even with ``most``, by default 8 per researcher)."""
+
+    def meets(total: int) -> bool:
+        got = median_waits(simulate_static(model, requests, cards_each=cards_for(model, requests, total)))
+        return all(got.get(kind, 0.0) <= limit + 1e-9 for kind, limit in target.items())
+
+    low, high = model.researchers, most or 8 * model.researchers
+    if not meets(high):
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        if meets(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
