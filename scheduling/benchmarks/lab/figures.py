@@ -86,12 +86,19 @@ def _activity(run: Run, held: F64, active: F64) -> tuple[float, float]:
     return run.gpu_eq * (busy_s * busy_mean + quiet_s * quiet_mean), run.gpu_eq * idle
 
 
-def _waits(values: list[float | None], horizon_left: list[float]) -> Waits:
-    waits = [w if w is not None else left for w, left in zip(values, horizon_left, strict=True)]
-    if not waits:
+def wait_minutes(o: ArmOutcome, kind: str, *, in_quota_only: bool = True) -> tuple[list[float], int]:
+    """Every wait of the kind in minutes (a request that never started waits until the month's end), and how
+    many never started."""
+    chosen = [w for w in o.waits if w.request.kind == kind and (w.in_quota or not in_quota_only)]
+    minutes = [((w.started if w.started is not None else o.horizon) - w.request.at) / 60 for w in chosen]
+    return minutes, sum(w.started is None for w in chosen)
+
+
+def _waits(minutes: list[float], never_started: int) -> Waits:
+    if not minutes:
         return Waits(0, None, None, 0)
-    median, p95 = np.percentile(np.array(waits) / 60, [50, 95])
-    return Waits(len(waits), round(float(median), 2), round(float(p95), 2), sum(v is None for v in values))
+    median, p95 = np.percentile(minutes, [50, 95])
+    return Waits(len(minutes), round(float(median), 2), round(float(p95), 2), never_started)
 
 
 def figures(o: ArmOutcome) -> Figures:
@@ -108,18 +115,8 @@ def figures(o: ArmOutcome) -> Figures:
         idle += i
         held_s += run.gpu_eq * (run.end - run.start)
 
-    def waited(kind: str, in_quota_only: bool) -> tuple[list[float | None], list[float]]:
-        chosen = [w for w in o.waits if w.request.kind == kind and (w.in_quota or not in_quota_only)]
-        return [None if w.started is None else w.started - w.request.at for w in chosen], [
-            o.horizon - w.request.at for w in chosen
-        ]
-
-    def waits(in_quota_only: bool) -> dict[str, Waits]:
-        return {kind: _waits(*waited(kind, in_quota_only)) for kind in KINDS}
-
     def percentiles(kind: str) -> list[float]:
-        values, left = waited(kind, True)
-        minutes = [(v if v is not None else x) / 60 for v, x in zip(values, left, strict=True)]
+        minutes, _ = wait_minutes(o, kind)
         return [round(float(x), 2) for x in np.percentile(minutes, np.arange(101))] if minutes else []
 
     notebooks = [r for r in o.runs if r.request.kind == "notebook"]
@@ -131,8 +128,8 @@ def figures(o: ArmOutcome) -> Figures:
         allocated=held_s / (o.capacity * o.horizon),
         activity_of_allocated=weighted / held_s if held_s else 0.0,
         fleet_activity=weighted / (o.capacity * o.horizon),
-        waits_in_quota=waits(True),
-        waits_all=waits(False),
+        waits_in_quota={kind: _waits(*wait_minutes(o, kind)) for kind in KINDS},
+        waits_all={kind: _waits(*wait_minutes(o, kind, in_quota_only=False)) for kind in KINDS},
         lost_in_use=sum(r.lost_in_use for r in o.runs),
         notebooks_preempted=sum(r.outcome == "preempted" for r in notebooks),
         notebooks_reclaimed=sum(r.outcome == "reclaimed" for r in notebooks),

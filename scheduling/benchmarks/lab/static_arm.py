@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from scheduling.benchmarks.lab.arrivals import Calendar, Request
+from scheduling.benchmarks.lab.figures import KINDS, wait_minutes
 from scheduling.benchmarks.lab.fleet import cards
 from scheduling.benchmarks.lab.model import LabModel
 from scheduling.benchmarks.lab.outcome import ArmOutcome, Step
@@ -68,17 +69,9 @@ def simulate_static(
 
 
 def median_waits(outcome: ArmOutcome) -> dict[str, float]:
-    """Median wait in minutes per kind (a request that never started waits until the month's end)."""
-    out: dict[str, float] = {}
-    for kind in ("notebook", "job"):
-        waited = [
-            (w.started if w.started is not None else outcome.horizon) - w.request.at
-            for w in outcome.waits
-            if w.request.kind == kind and w.in_quota
-        ]
-        if waited:
-            out[kind] = float(np.median(waited)) / 60
-    return out
+    """Median in-quota wait in minutes per kind."""
+    waits = {kind: wait_minutes(outcome, kind)[0] for kind in KINDS}
+    return {kind: float(np.median(minutes)) for kind, minutes in waits.items() if minutes}
 
 
 def cards_for(model: LabModel, requests: Sequence[Request], total: int) -> list[int]:
