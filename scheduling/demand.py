@@ -13,15 +13,10 @@ from django.conf import settings
 from scheduling import priorities
 from scheduling.engine.quota import Kind, Workload, to_units
 from scheduling.inventory import Demand
-from scheduling.kube.spec import GpuRequest, Sharing, WorkspaceSpec
+from scheduling.kube.spec import SHARING_OF_KIND, GpuRequest, WorkspaceSpec
 from scheduling.quota.rules import may_borrow
 from workspaces.models import GpuOffering, Workspace
 
-SHARING: dict[str, Sharing] = {
-    GpuOffering.Kind.WHOLE: "exclusive",
-    GpuOffering.Kind.MIG: "mig",
-    GpuOffering.Kind.SHARED: "time-sliced",
-}
 # Simulated cluster only: a job's own simulated runtime in whole seconds, overriding SIMCLUSTER_JOB_SECONDS
 # (the full-stack queue benchmark gives each workload class its own). Off where that setting is 0.
 SIM_DURATION_ENV = "GPUPORTAL_SIM_DURATION_SECONDS"
@@ -55,7 +50,7 @@ def gpu_request(offering: GpuOffering, count: int) -> GpuRequest | None:
         resource_name=offering.resource_name,
         count=count,
         node_selector=dict(offering.node_selector),
-        sharing=SHARING[offering.kind],
+        sharing=SHARING_OF_KIND[offering.kind],
     )
 
 

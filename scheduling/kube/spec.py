@@ -32,6 +32,8 @@ def env_name_problem(name: str) -> str | None:
 
 
 Sharing = Literal["exclusive", "mig", "time-sliced"]
+# The catalogue's offering kinds (GpuOffering.Kind, discovery's proposals) -> how the device plugin shares.
+SHARING_OF_KIND: dict[str, Sharing] = {"whole": "exclusive", "mig": "mig", "shared": "time-sliced"}
 
 
 @dataclass(frozen=True)

@@ -11,19 +11,17 @@ from kubernetes.client import ApiClient
 
 from scheduling.discovery import propose_offerings
 from scheduling.kube import manifests
-from scheduling.kube.spec import GpuRequest, WorkspaceSpec
+from scheduling.kube.spec import SHARING_OF_KIND, GpuRequest, WorkspaceSpec
 from tests.catalogue import demo_nodes
 
 PROPOSALS = propose_offerings(demo_nodes())
-Sharing = Literal["exclusive", "mig", "time-sliced"]
-SHARING: dict[str, Sharing] = {"whole": "exclusive", "mig": "mig", "shared": "time-sliced"}
 
 
 def spec_for(proposal, kind: Literal["notebook", "job"], workers: int) -> WorkspaceSpec:
     gpu = None
     if proposal.kind != "cpu":
         gpu = GpuRequest(
-            proposal.resource_name, max(proposal.allowed_counts), proposal.node_selector, SHARING[proposal.kind]
+            proposal.resource_name, max(proposal.allowed_counts), proposal.node_selector, SHARING_OF_KIND[proposal.kind]
         )
     return WorkspaceSpec(
         workspace_id=7,
@@ -58,3 +56,9 @@ def test_every_object_validates_strictly(proposal, kind: Literal["notebook", "jo
     for obj in objects:
         body = ApiClient().sanitize_for_serialization(obj)
         kubernetes_validate.validate(body, "1.34.0", strict=True)
+
+
+def test_every_gpu_offering_kind_has_a_sharing_mode():
+    from workspaces.models import GpuOffering
+
+    assert set(SHARING_OF_KIND) == {k.value for k in GpuOffering.Kind} - {GpuOffering.Kind.CPU.value}

@@ -35,13 +35,12 @@ from scheduling.engine.fairshare import decay_all
 from scheduling.engine.quota import Kind, Workload, to_units
 from scheduling.inventory import Demand, Held
 from scheduling.kube.keys import WORKSPACE_ID
+from scheduling.kube.spec import SHARING_OF_KIND
 
 CYCLE_S = 10.0
 MAX_ROUNDS = 8  # decide() passes per cycle while preemptions or unplaceable admissions change the picture
 HALF_LIFE_S = 4 * 3600.0  # the live default (FAIR_SHARE_HALF_LIFE_SECONDS)
 PREEMPTION_NOTICE_S = 120.0  # the live default (PREEMPTION_NOTICE_SECONDS)
-# Offering kind -> the device plugin's sharing mode (as scheduling/demand.py maps the catalogue's kinds).
-_SHARING = {"whole": "exclusive", "mig": "mig", "shared": "time-sliced"}
 _END, _RECLAIM, _PREEMPT, _ARRIVE = 0, 1, 2, 3
 
 
@@ -84,7 +83,6 @@ class PortalArm:
         self.runs: list[Run] = []
         self.first_start: dict[str, float] = {}
         self.in_quota: dict[str, bool] = {}
-        self.refused: set[str] = set()
         # After each cycle: (time, held per GPU model, asked per GPU model), in GPU-equivalents.
         self.samples: list[tuple[float, dict[str, float], dict[str, float]]] = []
         self.never_fits: set[str] = set()
@@ -114,7 +112,7 @@ class PortalArm:
             offering.memory_mib_default * count,
             dict(offering.node_selector),
             q.pods,
-            _SHARING[offering.kind],
+            SHARING_OF_KIND[offering.kind],
             offering.gpu_model,
             offering.mig_profile,
             offering.replicas,
@@ -124,8 +122,7 @@ class PortalArm:
     def _arrive(self, q: Request, t: float) -> None:
         slugs = self.arm.job_offerings if q.kind == "job" else (self.arm.notebook_offerings or {})[q.size]
         options = [x for x in (self._queued(q, self.fleet.offerings[s]) for s in slugs) if x is not None]
-        if not options:
-            self.refused.add(q.id)
+        if not options:  # no offering allows its GPU count: it never starts (its wait says so)
             return
         quotas = self.fleet.quotas
         for option in options:
