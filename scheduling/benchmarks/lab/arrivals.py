@@ -12,7 +12,6 @@ start in working hours on a working day of their week. Deterministic for the mod
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import timedelta
 
 import numpy as np
 
@@ -69,9 +68,6 @@ class Calendar:
                 return day * DAY + (lo + (hi - lo) * draw) * HOUR
             day += 1
         return day * DAY + lo * HOUR  # no working days at all: a week later
-
-    def when(self, t: float) -> str:
-        return (self.model.start + timedelta(seconds=t)).strftime("%a %d %H:%M")
 
 
 def _job_shapes(model: LabModel) -> tuple[np.ndarray, np.ndarray]:

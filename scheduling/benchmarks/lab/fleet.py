@@ -56,7 +56,6 @@ def _within_cluster(model: LabModel, by_model: Mapping[str, int]) -> None:
 
 @dataclass
 class Fleet:
-    nodes: list[dict[str, Any]]
     offerings: Mapping[str, OfferingProposal]  # by slug
     quotas: QuotaConfig
     capacity: Capacity
@@ -80,7 +79,7 @@ class Fleet:
         _within_cluster(model, by_model)
         capacity = Capacity.from_objects(nodes, [], router=Router(make_policy("ours", (), np.random.default_rng(0))))
         offerings = {o.slug: o for o in propose_offerings(nodes)}
-        return cls(nodes, offerings, quotas, capacity, sum(by_model.values()) / 1000)
+        return cls(offerings, quotas, capacity, sum(by_model.values()) / 1000)
 
     def check(self, slugs: Mapping[str, tuple[str, ...]], arm: str) -> list[str]:
         """Problems with the arm's offering lists: slugs discovery does not propose on this cluster."""
