@@ -20,13 +20,16 @@ from pathlib import Path
 import yaml
 from django.conf import settings
 from django.db import connection
+from django.db.models import QuerySet
 
+from portal.billing.models import UsageInterval
 from portal.workers import worker_argv
 from scheduling.discovery import propose_offerings
 from scheduling.kube.client import kube
-from workspaces.models import GpuOffering
+from workspaces.models import GpuOffering, Workspace, WorkspaceEvent
 
 H100 = "H100-80GB-HBM3"
+SIM_SEED = 1  # the simulated cluster's seed: with a pod's uid, what its workload profile plays
 PR_SET_PDEATHSIG = 1
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -124,15 +127,25 @@ class SimProcess:
 
 @contextmanager
 def simcluster_process(
-    nodes_file: Path, folder: Path, *, speed: float = 1.0, start_delay_s: float = 2.0
+    nodes_file: Path,
+    folder: Path,
+    *,
+    speed: float = 1.0,
+    start_delay_s: float = 2.0,
+    workload_speed: float = 1.0,
+    plain_port: int | None = None,
 ) -> Iterator[SimProcess]:
-    """The simulated cluster in a process of its own (a core of its own, and its CPU time measurable apart)."""
+    """The simulated cluster in a process of its own (a core of its own, and its CPU time measurable apart);
+    ``plain_port``: also serve /metrics and the service proxy over plain HTTP there."""
     kubeconfig = folder / "kubeconfig"
     log = folder / "simcluster.log"
     argv = [
         sys.executable, "-m", "scheduling.simcluster", "--port", "0", "--nodes", str(nodes_file),
-        "--kubeconfig", str(kubeconfig), "--seed", "1", "--speed", str(speed), "--start-delay", str(start_delay_s),
+        "--kubeconfig", str(kubeconfig), "--seed", str(SIM_SEED), "--speed", str(speed),
+        "--start-delay", str(start_delay_s), "--workload-speed", str(workload_speed),
     ]  # fmt: skip
+    if plain_port is not None:
+        argv += ["--plain-port", str(plain_port)]
     with log.open("wb") as out:
         process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
             argv, cwd=settings.BASE_DIR, stdout=subprocess.PIPE, stderr=out, preexec_fn=_die_with_parent
@@ -154,6 +167,13 @@ def whole_gpu_offering(slug: str) -> GpuOffering:
     fields.pop("nodes")
     fields["slug"] = slug
     return GpuOffering.objects.create(**fields)
+
+
+def delete_workspaces(workspaces: QuerySet[Workspace]) -> None:
+    """Remove a run's workspaces: the ledger's rows first (it protects what it bills), then their events."""
+    UsageInterval.objects.filter(workspace__in=workspaces).delete()
+    WorkspaceEvent.objects.filter(workspace__in=workspaces).delete()
+    workspaces.delete()
 
 
 def cpu_seconds(pid: int, *, with_children: bool = True) -> float:

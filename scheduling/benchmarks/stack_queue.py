@@ -52,7 +52,6 @@ from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
-from portal.billing.models import UsageInterval
 from portal.models import Department, Membership, Team, User
 from scheduling.benchmarks import stack as benchstack
 from scheduling.benchmarks.profile import MACHINE, CpuMeter, Profile, task_times
@@ -222,9 +221,7 @@ class Org:
 
 def cleanup() -> None:
     """Remove everything a benchmark run created (the ledger's rows, then workspaces and their events first)."""
-    UsageInterval.objects.filter(workspace__owner__username=USER).delete()  # the ledger protects what it bills
-    WorkspaceEvent.objects.filter(workspace__owner__username=USER).delete()
-    Workspace.objects.filter(owner__username=USER).delete()
+    benchstack.delete_workspaces(Workspace.objects.filter(owner__username=USER))
     TeamQuota.objects.filter(team__slug__startswith=PREFIX).delete()
     Membership.objects.filter(team__slug__startswith=PREFIX).delete()
     Team.objects.filter(slug__startswith=PREFIX).delete()

@@ -22,6 +22,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed for names, uids and telemetry")
     parser.add_argument("--speed", type=float, default=1.0, help="simulated seconds per real second")
     parser.add_argument(
+        "--workload-speed",
+        type=float,
+        default=1.0,
+        help="workloads (job durations, activity profiles) run this many times faster than the clock",
+    )
+    parser.add_argument(
         "--start-delay", type=float, default=Timings.start_delay_s, help="simulated seconds from bind to Running"
     )
     parser.add_argument(
@@ -42,6 +48,7 @@ def main(argv: list[str] | None = None) -> None:
         nodes_file=args.nodes,
         seed=args.seed,
         speed=args.speed,
+        workload_speed=args.workload_speed,
         port=args.port,
         timings=Timings(start_delay_s=args.start_delay),
         plain_port=args.plain_port,

@@ -383,11 +383,11 @@ class Controllers:
             times.append(start + timedelta(seconds=int(deadline)))
         if status.get("phase") == "Pending":
             times.append(start + self._start_delay)
-        duration = (meta.get("annotations") or {}).get(kubelet.DURATION_ANNOTATION)
+        duration = kubelet.duration_seconds(pod, self.cluster.clock.workload_speed)
         for cs in status.get("containerStatuses") or []:
             running = cs.get("state", {}).get("running")
             if running and duration is not None:
-                times.append(parse_time(running["startedAt"]) + timedelta(seconds=float(duration)))
+                times.append(parse_time(running["startedAt"]) + timedelta(seconds=duration))
             if cs.get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff":
                 times.append(now + timedelta(seconds=5))
         return min(times) if times else None
@@ -427,7 +427,9 @@ class Controllers:
                 self._arm(pod, now)
             return
         node = self.store.get("nodes", "", pod["spec"]["nodeName"])
-        update = kubelet.advance_pod(pod, node, now, start_delay=self._start_delay)
+        update = kubelet.advance_pod(
+            pod, node, now, start_delay=self._start_delay, workload_speed=self.cluster.clock.workload_speed
+        )
         if update is None:
             self._arm(pod, now)
             return
@@ -513,6 +515,8 @@ class Controllers:
 
     def metrics_text(self) -> str:
         uses = []
+        clock = self.cluster.clock
+        now = clock.now()
         with self._pass_lock, self.store.lock:
             for name, sim in sorted(self.nodes.sims.items()):
                 if not sim.rendered.devices:
@@ -530,14 +534,16 @@ class Controllers:
                         container=pod["spec"]["containers"][0]["name"],
                         uid=use.uid,
                         profile=telemetry.profile_for_pod(meta.get("annotations"), meta.get("labels")),
-                        started_at=parse_time(pod["status"].get("startTime") or meta["creationTimestamp"]),
+                        started_at=clock.workload_start(
+                            parse_time(pod["status"].get("startTime") or meta["creationTimestamp"]), now
+                        ),
                         busy_seconds=telemetry.busy_seconds_for_pod(meta.get("annotations")),
                     )
                     holders.update(dict.fromkeys(use.devices, ref))
                 uses.extend(telemetry.device_uses(name, sim.rendered.devices, holders))
         return telemetry.render_metrics(
             uses,
-            at=self.cluster.clock.now(),
+            at=now,
             seed=self.seed,
             driver_version=self.spec.driver_version,
             virtual_gpus=self.spec.dcgm_virtual_gpus,

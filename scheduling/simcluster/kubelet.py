@@ -278,7 +278,12 @@ def status_on_bind(pod: Mapping[str, Any], node_name: str, now: datetime, *, hos
 
 
 def advance_pod(
-    pod: Mapping[str, Any], node: Mapping[str, Any] | None, now: datetime, *, start_delay: timedelta
+    pod: Mapping[str, Any],
+    node: Mapping[str, Any] | None,
+    now: datetime,
+    *,
+    start_delay: timedelta,
+    workload_speed: float = 1.0,
 ) -> PodUpdate | None:
     """Every transition due by `now`, or None when nothing changes.
 
@@ -297,7 +302,7 @@ def advance_pod(
         return _mark_not_ready(status, now)
     working = clone(dict(status))
     events: list[KubeletEvent] = []
-    while (step := _next_step(pod, working, start_delay)) is not None and step[0] <= now:
+    while (step := _next_step(pod, working, start_delay, workload_speed)) is not None and step[0] <= now:
         at, action = step
         events += action(pod, working, at, node)
     if working.get("phase") == "Running":
@@ -321,7 +326,9 @@ def _mark_not_ready(status: Mapping[str, Any], now: datetime) -> PodUpdate | Non
 _Action = Callable[[Mapping[str, Any], Obj, datetime, Mapping[str, Any] | None], list[KubeletEvent]]
 
 
-def _next_step(pod: Mapping[str, Any], status: Obj, start_delay: timedelta) -> tuple[datetime, _Action] | None:
+def _next_step(
+    pod: Mapping[str, Any], status: Obj, start_delay: timedelta, workload_speed: float = 1.0
+) -> tuple[datetime, _Action] | None:
     """The earliest pending transition; the deadline wins ties."""
     phase = status.get("phase")
     if phase in ("Succeeded", "Failed"):
@@ -335,7 +342,7 @@ def _next_step(pod: Mapping[str, Any], status: Obj, start_delay: timedelta) -> t
         steps.append((start_time + start_delay, 1, _start))
     else:
         for container_status in status.get("containerStatuses") or []:
-            due = _container_due(pod, container_status)
+            due = _container_due(pod, container_status, workload_speed)
             if due is not None:
                 steps.append((due[0], 1, due[1]))
     if not steps:
@@ -344,12 +351,21 @@ def _next_step(pod: Mapping[str, Any], status: Obj, start_delay: timedelta) -> t
     return at, action
 
 
-def _container_due(pod: Mapping[str, Any], container_status: Mapping[str, Any]) -> tuple[datetime, _Action] | None:
-    state = container_status["state"]
+def duration_seconds(pod: Mapping[str, Any], workload_speed: float = 1.0) -> float | None:
+    """How long the pod's containers run on the clock, from its duration annotation (None: until stopped)."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    if "running" in state and DURATION_ANNOTATION in annotations:
+    duration = annotations.get(DURATION_ANNOTATION)
+    return None if duration is None else float(duration) / workload_speed
+
+
+def _container_due(
+    pod: Mapping[str, Any], container_status: Mapping[str, Any], workload_speed: float = 1.0
+) -> tuple[datetime, _Action] | None:
+    state = container_status["state"]
+    duration = duration_seconds(pod, workload_speed)
+    if "running" in state and duration is not None:
         started = parse_time(state["running"]["startedAt"])
-        return started + timedelta(seconds=float(annotations[DURATION_ANNOTATION])), _finish
+        return started + timedelta(seconds=duration), _finish
     waiting = state.get("waiting") or {}
     if waiting.get("reason") == "CrashLoopBackOff":
         last = container_status["lastState"]["terminated"]

@@ -146,18 +146,27 @@ class Proxy:
         profile = telemetry.profile_for_pod(meta.get("annotations"), meta.get("labels"))
         busy = telemetry.busy_seconds_for_pod(meta.get("annotations"))
         started = parse_time(status.get("startTime") or meta["creationTimestamp"])
-        now = self.cluster.clock.now()
+        clock = self.cluster.clock
+        now = clock.now()
+        played = clock.workload_start(started, now)  # where the profile is (workloads may run faster)
+
+        def on_clock(stamp: str) -> str:
+            return jupyter.isoformat(clock.from_workload(parse_time(stamp), now))
+
         tracked = path.endswith("/api/status") or query.get("no_track_activity") == "1"
         with self._lock:
             if not tracked:
                 self._api_activity[meta["uid"]] = now
             touched = self._api_activity.get(meta["uid"])
         if path.endswith("/api/status"):
-            body: Any = jupyter.jupyter_status(profile, started, now, self.seed, meta["uid"], busy)
+            body: Any = jupyter.jupyter_status(profile, played, now, self.seed, meta["uid"], busy)
+            body["started"], body["last_activity"] = jupyter.isoformat(started), on_clock(body["last_activity"])
             if touched is not None and touched > parse_time(body["last_activity"]):
                 body["last_activity"] = jupyter.isoformat(touched)
         elif path.endswith("/api/kernels"):
-            body = jupyter.jupyter_kernels(profile, started, now, self.seed, meta["uid"], busy)
+            body = jupyter.jupyter_kernels(profile, played, now, self.seed, meta["uid"], busy)
+            for kernel in body:
+                kernel["last_activity"] = on_clock(kernel["last_activity"])
         else:
             return _page(f"Simulated Jupyter for {meta['namespace']}/{meta['name']}")
         return ProxyAnswer(200, "application/json", json.dumps(body).encode())

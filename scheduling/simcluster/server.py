@@ -29,6 +29,7 @@ class SimServer:
         nodes_file: str | Path | None = None,
         seed: int = 0,
         speed: float = 1.0,
+        workload_speed: float = 1.0,
         host: str = "127.0.0.1",
         port: int = 0,
         timings: Timings | None = None,
@@ -38,7 +39,7 @@ class SimServer:
         self.token = token or kubeconfig.new_token()
         self.spec = load_cluster_file(nodes_file or default_cluster_file())
         self.seed = seed
-        self.clock = SimClock(speed=speed)
+        self.clock = SimClock(speed=speed, workload_speed=workload_speed)
         self.cluster = Cluster(clock=self.clock, seed=seed)
         self.faults = Faults(self.clock)
         self.controllers = Controllers(self.cluster, self.spec, seed=seed, timings=timings or Timings())

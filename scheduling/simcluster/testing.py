@@ -130,11 +130,19 @@ def running_simcluster(
     *,
     seed: int = 0,
     speed: float = 1.0,
+    workload_speed: float = 1.0,
     tmp_dir: str | Path,
     timings: Timings | None = None,
 ) -> Iterator[SimCluster]:
     """Serve a simulated cluster on a free loopback port in this process, with a kubeconfig in tmp_dir."""
-    server = SimServer(nodes_file=nodes_file, seed=seed, speed=speed, timings=timings or TEST_TIMINGS, plain_port=0)
+    server = SimServer(
+        nodes_file=nodes_file,
+        seed=seed,
+        speed=speed,
+        workload_speed=workload_speed,
+        timings=timings or TEST_TIMINGS,
+        plain_port=0,
+    )
     server.start()
     try:
         kubeconfig = server.write_kubeconfig(Path(tmp_dir) / "kubeconfig")

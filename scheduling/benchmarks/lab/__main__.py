@@ -37,8 +37,9 @@ def _fmt(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
 
 
 def table(rows: Sequence[tuple[Figures, float]]) -> str:
+    width = max([14, *(len(f.arm) for f, _ in rows)])
     head = (
-        f"{'arm':<14} {'held%':>6} {'held short%':>11} {'short h':>7} {'busy held%':>10} {'busy fleet%':>11} "
+        f"{'arm':<{width}} {'held%':>6} {'held short%':>11} {'short h':>7} {'busy held%':>10} {'busy fleet%':>11} "
         f"{'nb wait p50/p95 min':>20} {'job wait p50/p95 min':>21} {'lost nb':>7} {'jobs done':>11} "
         f"{'idle GPU-h':>10} {'cpu s':>6}"
     )
@@ -46,7 +47,8 @@ def table(rows: Sequence[tuple[Figures, float]]) -> str:
     for f, cpu in rows:
         nb, job = f.waits_in_quota["notebook"], f.waits_in_quota["job"]
         lines.append(
-            f"{f.arm:<14} {_fmt(f.allocated, 100):>6} {_fmt(f.allocated_while_short, 100):>11} {f.short_hours:7.0f} "
+            f"{f.arm:<{width}} {_fmt(f.allocated, 100):>6} {_fmt(f.allocated_while_short, 100):>11} "
+            f"{f.short_hours:7.0f} "
             f"{_fmt(f.activity_of_allocated, 100):>10} {_fmt(f.fleet_activity, 100):>11} "
             f"{_fmt(nb.median_min) + '/' + _fmt(nb.p95_min):>20} {_fmt(job.median_min) + '/' + _fmt(job.p95_min):>21} "
             f"{f.lost_in_use:>7} {f'{f.jobs_done}/{f.jobs}':>11} {f.idle_gpu_hours:10.0f} {cpu:6.1f}"

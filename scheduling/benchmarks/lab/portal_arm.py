@@ -64,14 +64,14 @@ class _Running:
 
 
 class PortalArm:
-    def __init__(self, model: LabModel, arm: Arm, requests: Sequence[Request]) -> None:
+    def __init__(self, model: LabModel, arm: Arm, requests: Sequence[Request], horizon: float | None = None) -> None:
         self.model, self.arm = model, arm
         self.fleet = Fleet.build(model, whole_gpus_only=arm.whole_gpus_only)
         problems = self.fleet.check({"job": arm.job_offerings, **(arm.notebook_offerings or {})}, arm.name)
         if problems:
             raise ValueError("; ".join(problems))
         self.cal = Calendar(model)
-        self.horizon = model.days * 86400.0
+        self.horizon = model.days * 86400.0 if horizon is None else horizon
         self.requests = {q.id: q for q in requests}
         self.events: list[tuple[float, int, int, str, int]] = [
             (q.at, _ARRIVE, i, q.id, 0) for i, q in enumerate(requests)
@@ -266,5 +266,6 @@ class PortalArm:
         )
 
 
-def simulate_portal(model: LabModel, arm: Arm, requests: Sequence[Request]) -> ArmOutcome:
-    return PortalArm(model, arm, requests).run()
+def simulate_portal(model: LabModel, arm: Arm, requests: Sequence[Request], horizon: float | None = None) -> ArmOutcome:
+    """``horizon``: stop after that many seconds instead of the model's days."""
+    return PortalArm(model, arm, requests, horizon).run()

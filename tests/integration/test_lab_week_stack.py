@@ -1,0 +1,90 @@
+"""The lab model on the full stack (``manage.py bench_lab_week``), shortened: 12 researchers, the first 16
+hours of a Monday at 600x (96 s), a real worker with beat, the simulated cluster with fast workloads and its
+telemetry. The live portal must get what the engines promise on the same arrivals: the same GPUs held and
+jobs done within 10%, notebooks closed by their owners, forgotten ones reclaimed by the live idle rule, none
+lost while in use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from django.conf import settings
+from django.db import connection
+
+from portal.models import User
+from scheduling.benchmarks.lab.__main__ import DEFAULT_MODEL
+from scheduling.benchmarks.lab.agreement import agreement
+from scheduling.benchmarks.lab.arrivals import draw
+from scheduling.benchmarks.lab.figures import figures
+from scheduling.benchmarks.lab.model import load_model
+from scheduling.benchmarks.lab.portal_arm import simulate_portal
+from scheduling.benchmarks.lab.stack_week import PREFIX, WeekConfig, run
+from workspaces.models import Workspace
+
+HOURS, SPEED = 16, 600.0
+
+
+@pytest.fixture
+def small_lab(tmp_path: Path) -> Path:
+    data = yaml.safe_load(DEFAULT_MODEL.read_text())
+    data["cluster"] = str(DEFAULT_MODEL.parent / data["cluster"])
+    data["days"] = 1
+    for department in data["departments"]:
+        for team in department["teams"]:
+            team["researchers"] = 2
+    data["notebooks"]["forgotten"] = 0.5
+    # Short enough that forgotten notebooks are reclaimed by 16:00, long enough that the bursty ones' quiet
+    # stretches are not (the live rule judges every 20 model minutes at this speed, the engine exactly).
+    data["idle"] = {"window_minutes": 90, "grace_minutes": 5}
+    data["deadlines"] = []
+    path = tmp_path / "small-lab.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_morning_in_a_small_lab_on_the_full_stack_matches_the_engines(small_lab: Path) -> None:
+    if connection.vendor != "postgresql" or not settings.REDIS_URL:
+        pytest.skip("the full stack needs PostgreSQL and Redis (DATABASE_URL and REDIS_URL)")
+    model = load_model(small_lab)
+    arm = model.arm("portal-shared")
+    requests = draw(model)
+    asked = [q for q in requests if q.at < HOURS * 3600]
+    engine = simulate_portal(model, arm, requests, horizon=HOURS * 3600)
+
+    result = run(WeekConfig(model, arm, requests, speed=SPEED, concurrency=2, hours=HOURS), say=lambda _: None)
+
+    live = result.outcome
+    assert {w.request.id for w in live.waits} >= {q.id for q in asked}  # every request was made (re-asks too)
+    by_outcome = {o: [r for r in live.runs if r.outcome == o] for o in ("done", "closed", "reclaimed")}
+    assert by_outcome["done"] and all(r.request.kind == "job" for r in by_outcome["done"])
+    assert by_outcome["closed"] and all(r.request.kind == "notebook" for r in by_outcome["closed"])
+    engine_reclaimed = [r.request.id for r in engine.runs if r.outcome == "reclaimed"]
+    assert engine_reclaimed, "the model should have forgotten notebooks the idle rule reclaims by 16:00"
+    # Forgotten notebooks reclaimed by the live idle rule on the cluster's telemetry, as the engine says (the
+    # live rule sees a sample every 20 model minutes here, so one due just before 16:00 may come after it).
+    live_reclaimed = {r.request.id for r in by_outcome["reclaimed"]}
+    assert live_reclaimed and live_reclaimed <= set(engine_reclaimed)
+    assert all(r.request.forgotten for r in by_outcome["reclaimed"])
+
+    # At 600x a real second is ten model minutes, so a loaded machine (the suite runs beside it) delays what the
+    # live portal does by model minutes: near the end, a job the engine finishes may not be done yet. Every job
+    # the engine finished two model hours before the end must be done, and the GPUs held stay close.
+    done = {r.request.id for r in live.runs if r.outcome == "done"}
+    early = {r.request.id for r in engine.runs if r.outcome == "done" and r.end < (HOURS - 2) * 3600}
+    assert early and early <= done, early - done
+    stack_f, engine_f = figures(live), figures(engine)
+    checks = {c.figure: c for c in agreement(stack_f, engine_f, resolution_min=SPEED / 120)}
+    assert checks["notebooks lost in use"].ok and stack_f.lost_in_use == 0, checks
+    held = checks["GPUs held, % of capacity"]
+    assert held.stack is not None and held.engine is not None
+    assert abs(held.stack - held.engine) <= 0.15 * held.engine, checks
+    assert result.measured.held_gpu_h > 0 and result.measured.activity is not None
+    assert 0.3 < result.measured.activity <= 1.0  # the portal's own samples saw the GPUs at work
+    assert result.behind_s < 5
+
+    # Everything it made is gone again.
+    assert not User.objects.filter(username__startswith=PREFIX).exists()
+    assert not Workspace.objects.filter(owner__username__startswith=PREFIX).exists()
