@@ -18,11 +18,13 @@ import yaml
 from scheduling.benchmarks.lab import __main__ as cli
 from scheduling.benchmarks.lab.arrivals import DAY, HOUR, Calendar, Request, draw
 from scheduling.benchmarks.lab.figures import figures
+from scheduling.benchmarks.lab.fleet import node_objects, whole_gpus_file
 from scheduling.benchmarks.lab.model import Idle, ModelError, load_model, parse_model
 from scheduling.benchmarks.lab.outcome import ArmOutcome, Step
 from scheduling.benchmarks.lab.portal_arm import PortalArm
 from scheduling.benchmarks.lab.runs import Plan, Run, Wait, plan
 from scheduling.benchmarks.lab.static_arm import cards_for, cards_needed, median_waits, simulate_static
+from scheduling.discovery import propose_offerings
 
 SHIPPED = cli.DEFAULT_MODEL
 
@@ -325,3 +327,16 @@ def test_the_command_refuses_a_bad_model_or_arm(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["--arms", "nope"])
     assert "no arm nope in the model" in capsys.readouterr().err
+
+
+def test_the_whole_gpu_node_file_renders_the_nodes_the_whole_gpu_arms_decide_on(tmp_path: Path) -> None:
+    model = load_model(SHIPPED)
+    written = whole_gpus_file(model.cluster, tmp_path)
+    as_file = node_objects(written)
+    as_arm = node_objects(model.cluster, whole_gpus_only=True)
+    assert [n["metadata"]["labels"] for n in as_file] == [n["metadata"]["labels"] for n in as_arm]
+    assert [n["status"]["allocatable"] for n in as_file] == [n["status"]["allocatable"] for n in as_arm]
+    slugs = sorted(o.slug for o in propose_offerings(as_file))
+    assert slugs == sorted(o.slug for o in propose_offerings(as_arm))
+    assert not any("1g" in s or "shared" in s for s in slugs)  # no MIG slices, no time-sliced shares
+    assert "all-balanced" in model.cluster.read_text()  # the model's own file untouched

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from scheduling.benchmarks.lab.model import LabModel
 from scheduling.discovery import OfferingProposal, propose_offerings
@@ -29,6 +30,20 @@ def _whole_gpus_only(cluster: ClusterSpec) -> ClusterSpec:
         replace(n, mig_config="all-disabled" if n.mig_config else None, plugin_config=None) for n in cluster.nodes
     )
     return replace(cluster, nodes=nodes, default_plugin_config=None, plugin_configs={})
+
+
+def whole_gpus_file(path: Path, folder: Path) -> Path:
+    """The node file with MIG off and no time-slicing (what :func:`_whole_gpus_only` does to the parsed
+    cluster), written into ``folder`` for a cluster process of its own."""
+    data = yaml.safe_load(path.read_text())
+    data.pop("devicePlugin", None)
+    for node in data.get("nodes") or []:
+        node.pop("pluginConfig", None)
+        if node.get("migConfig"):
+            node["migConfig"] = "all-disabled"
+    out = folder / f"{path.stem}-whole-gpus.yaml"
+    out.write_text(yaml.safe_dump(data))
+    return out
 
 
 def node_objects(path: Path, *, whole_gpus_only: bool = False) -> list[dict[str, Any]]:

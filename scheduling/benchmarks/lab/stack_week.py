@@ -47,7 +47,7 @@ from django.utils import timezone
 from portal.models import Department, Membership, Team, User
 from scheduling.benchmarks import stack as benchstack
 from scheduling.benchmarks.lab.arrivals import Calendar, Request
-from scheduling.benchmarks.lab.fleet import Fleet
+from scheduling.benchmarks.lab.fleet import Fleet, whole_gpus_file
 from scheduling.benchmarks.lab.model import Arm, LabModel
 from scheduling.benchmarks.lab.outcome import ArmOutcome, Step
 from scheduling.benchmarks.lab.portal_arm import HALF_LIFE_S, PREEMPTION_NOTICE_S
@@ -136,9 +136,10 @@ def _units(value: float) -> Decimal:
     return Decimal(str(round(value, 3)))
 
 
-def setup_org(model: LabModel, requests: Iterable[Request]) -> Org:
+def setup_org(model: LabModel, requests: Iterable[Request], *, idle_reclaim: bool = True) -> Org:
     """The model's departments, teams, quotas, idle rule and researchers, and the offerings discovery
-    proposes on the cluster (created or updated, as ``discover_offerings --apply``)."""
+    proposes on the cluster (created or updated, as ``discover_offerings --apply``). Without
+    ``idle_reclaim`` the teams' idle threshold is 0%: no GPU is ever below it, so nothing is judged idle."""
     proposals = propose_offerings(kube().list("Node", None, ""))
     offerings = {}
     for p in proposals:
@@ -165,6 +166,7 @@ def setup_org(model: LabModel, requests: Iterable[Request]) -> Org:
             team=team,
             idle_window_minutes=round(model.idle.window_s / 60),
             idle_grace_minutes=round(model.idle.grace_s / 60),
+            **({} if idle_reclaim else {"idle_threshold_percent": 0}),
         )
         teams[t.name] = team
     users = {}
@@ -510,22 +512,23 @@ def worker_env(speed: float, plain_url: str) -> dict[str, str]:
 def run(config: WeekConfig, say: Callable[[str], None] = print) -> WeekResult:
     began = time.monotonic()
     model, arm = config.model, config.arm
-    if arm.kind != "portal" or arm.whole_gpus_only:
-        raise ValueError(f"the full stack runs portal arms on the cluster file as written; arm {arm.name} is not one")
+    if arm.kind != "portal":
+        raise ValueError(f"the full stack runs portal arms; arm {arm.name} is {arm.kind}")
     if not 0 < config.speed <= 600:
         raise ValueError("speed: at most 600 (the idle rule's minute may not be shorter than 0.1 s)")
     live = [Workspace.State.QUEUED, *Workspace.ACTIVE_STATES]
     if Workspace.objects.exclude(owner__username__startswith=PREFIX).filter(state__in=live).exists():
         raise ValueError("this database has other queued or running workspaces; use a database of its own")
-    fleet = Fleet.build(model, whole_gpus_only=False)
+    fleet = Fleet.build(model, whole_gpus_only=arm.whole_gpus_only)
     capacity = {m: u / 1000 for m, u in fleet.quotas.capacity.items()}
     horizon = config.horizon
     cleanup()
     with tempfile.TemporaryDirectory(prefix="labweek-") as tmp:
         folder = Path(tmp)
         port = _free_port()
+        nodes_file = whole_gpus_file(model.cluster, folder) if arm.whole_gpus_only else model.cluster
         with benchstack.simcluster_process(
-            model.cluster, folder, start_delay_s=0.0, workload_speed=config.speed, plain_port=port
+            nodes_file, folder, start_delay_s=0.0, workload_speed=config.speed, plain_port=port
         ) as sim:
             saved = (settings.KUBECONFIG, settings.CELERY_TASK_DEFAULT_QUEUE, settings.IDLE_POLICY_MINUTE_SECONDS)
             settings.KUBECONFIG = str(sim.kubeconfig)
@@ -537,7 +540,7 @@ def run(config: WeekConfig, say: Callable[[str], None] = print) -> WeekResult:
             env = worker_env(config.speed, f"http://127.0.0.1:{port}")
             worker = benchstack.start_worker(sim.kubeconfig, queue, log, concurrency=config.concurrency, **env)
             try:
-                org = setup_org(model, config.requests)
+                org = setup_org(model, config.requests, idle_reclaim=arm.idle_reclaim)
                 missing = {*arm.job_offerings, *(s for v in (arm.notebook_offerings or {}).values() for s in v)}
                 missing -= set(org.offerings)
                 if missing:

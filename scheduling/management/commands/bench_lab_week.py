@@ -4,9 +4,11 @@ week (``scheduling/benchmarks/lab/stack_week.py`` explains the mapping).
 Starts the simulated cluster of the model (its workloads ``--speed`` times faster than real time) and a
 real Celery worker with beat as child processes, creates the model's departments, teams, quotas, idle rule,
 researchers and offerings, lives the first ``--days`` days of the model through ``workspaces.actions`` as
-the API does, prints the arm's figures beside the simulated-time arm's on the same arrivals and whether
-each is within 10%, and removes what it created. Needs PostgreSQL and Redis (DATABASE_URL, REDIS_URL) and a
-database with no other queued or running workspaces.
+the API does, prints the arm's figures beside every arm's in simulated time on the same arrivals, and
+whether each is within 10% of the same arm's, and removes what it created. One portal arm per run (each
+takes the week's real time); a whole-GPU arm runs on the node file rendered with MIG off and no
+time-slicing. Needs PostgreSQL and Redis (DATABASE_URL, REDIS_URL) and a database with no other queued or
+running workspaces.
 
     python manage.py bench_lab_week                      # Monday to Friday at 300x: 24 minutes
     python manage.py bench_lab_week --days 1 --speed 600 # one day in 2.4 minutes
@@ -31,6 +33,7 @@ from scheduling.benchmarks.lab.figures import figures
 from scheduling.benchmarks.lab.model import ModelError, load_model
 from scheduling.benchmarks.lab.portal_arm import simulate_portal
 from scheduling.benchmarks.lab.stack_week import WeekConfig, run
+from scheduling.benchmarks.lab.static_arm import simulate_static
 
 
 class Command(BaseCommand):
@@ -64,9 +67,16 @@ class Command(BaseCommand):
         say = self.stdout.write
         say(f"{model.name}: {len(requests)} requests over {model.days} days, arm {arm.name}, "
             f"workloads x{options['speed']:g} (a day in {86400 / options['speed'] / 60:.1f} min)")  # fmt: skip
-        cpu = time.process_time()
-        engine = figures(simulate_portal(model, arm, requests))
-        engine_cpu = time.process_time() - cpu
+        engines = []  # every arm of the model in simulated time on the same week, for the table
+        for other in model.arms:
+            cpu = time.process_time()
+            simulated = (
+                simulate_static(model, requests, other.name)
+                if other.kind == "static"
+                else simulate_portal(model, other, requests)
+            )
+            engines.append((figures(simulated), time.process_time() - cpu))
+        engine = next(f for f, _ in engines if f.arm == arm.name)
         config = WeekConfig(model, arm, requests, speed=options["speed"], concurrency=options["concurrency"],
                             keep=options["keep"])  # fmt: skip
         try:
@@ -75,7 +85,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         stack = replace(figures(result.outcome), arm=f"{arm.name} (stack)")
         say("")
-        say(table([(stack, 0.0), (replace(engine, arm=f"{arm.name} (engine)"), engine_cpu)]))
+        say(table([(stack, 0.0), *engines]))
         m = result.measured
         activity = "-" if m.activity is None else f"{100 * m.activity:.1f}%"
         say(f"the portal's own telemetry: activity of held GPUs {activity}, {m.held_gpu_h:.0f} GPU-h sampled, "
