@@ -1,8 +1,8 @@
-"""The lab model on the full stack (``manage.py bench_lab_week``), shortened: 12 researchers, the first 16
-hours of a Monday at 600x (96 s), a real worker with beat, the simulated cluster with fast workloads and its
-telemetry. The live portal must get what the engines promise on the same arrivals: the same GPUs held and
-jobs done within 10%, notebooks closed by their owners, forgotten ones reclaimed by the live idle rule, none
-lost while in use."""
+"""The lab model on the full stack (``manage.py bench_lab_week``), shortened: 12 researchers whose working
+day starts at 01:00, the first 8 hours of a Monday at 600x (48 s), a real worker with beat, the simulated
+cluster with fast workloads and its telemetry. The live portal must get what the engines promise on the same
+arrivals: jobs done, GPUs held, notebooks closed by their owners, forgotten ones reclaimed by the live idle
+rule, none lost while in use."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from scheduling.benchmarks.lab.portal_arm import simulate_portal
 from scheduling.benchmarks.lab.stack_week import PREFIX, WeekConfig, run
 from workspaces.models import Workspace
 
-HOURS, SPEED = 16, 600.0
+HOURS, SPEED = 8, 600.0
 
 
 @pytest.fixture
@@ -34,8 +34,10 @@ def small_lab(tmp_path: Path) -> Path:
     for department in data["departments"]:
         for team in department["teams"]:
             team["researchers"] = 2
-    data["notebooks"]["forgotten"] = 0.5
-    # Short enough that forgotten notebooks are reclaimed by 16:00, long enough that the bursty ones' quiet
+    # The day moved to the small hours, so that its work fits the first model hours the test lives.
+    data["rhythm"] |= {"working_hours": ["01:00", "10:00"], "evening_until": "15:00"}
+    data["notebooks"] |= {"morning": ["00:30", "03:00"], "forgotten": 0.5}
+    # Short enough that forgotten notebooks are reclaimed by 08:00, long enough that the bursty ones' quiet
     # stretches are not (the live rule judges every 20 model minutes at this speed, the engine exactly).
     data["idle"] = {"window_minutes": 90, "grace_minutes": 5}
     data["deadlines"] = []
@@ -62,9 +64,9 @@ def test_a_morning_in_a_small_lab_on_the_full_stack_matches_the_engines(small_la
     assert by_outcome["done"] and all(r.request.kind == "job" for r in by_outcome["done"])
     assert by_outcome["closed"] and all(r.request.kind == "notebook" for r in by_outcome["closed"])
     engine_reclaimed = [r.request.id for r in engine.runs if r.outcome == "reclaimed"]
-    assert engine_reclaimed, "the model should have forgotten notebooks the idle rule reclaims by 16:00"
+    assert engine_reclaimed, "the model should have forgotten notebooks the idle rule reclaims by 08:00"
     # Forgotten notebooks reclaimed by the live idle rule on the cluster's telemetry, as the engine says (the
-    # live rule sees a sample every 20 model minutes here, so one due just before 16:00 may come after it).
+    # live rule sees a sample every 20 model minutes here, so one due just before 08:00 may come after it).
     live_reclaimed = {r.request.id for r in by_outcome["reclaimed"]}
     assert live_reclaimed and live_reclaimed <= set(engine_reclaimed)
     assert all(r.request.forgotten for r in by_outcome["reclaimed"])
