@@ -66,10 +66,6 @@ class SimClock:
         """A moment on a timeline stretched by :meth:`workload_start`, back on the clock."""
         return now - (now - moment) / self.workload_speed
 
-    def workload_seconds(self, seconds: float) -> float:
-        """Seconds of the clock that ``seconds`` of a workload's own time take."""
-        return seconds / self.workload_speed
-
     def real_seconds(self, sim_seconds: float) -> float:
         """How long to wait in real time for `sim_seconds` of simulated time to pass."""
         return sim_seconds / self._speed

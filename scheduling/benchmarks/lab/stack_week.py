@@ -225,7 +225,6 @@ class _Option:
 @dataclass
 class _Asked:
     request: Request
-    workspace: int
     pool: str
     gpu_eq: float
     in_quota: bool
@@ -311,7 +310,7 @@ class Researchers:
             queued[chosen.key] += chosen.units
             workspace = actions.do_request_workspace(self.org.users[q.researcher], chosen.data)
             pool = chosen.key[1]
-            self.asked[workspace.pk] = _Asked(q, workspace.pk, pool, float(chosen.data["gpu_equivalents"]), in_quota)
+            self.asked[workspace.pk] = _Asked(q, pool, float(chosen.data["gpu_equivalents"]), in_quota)
 
     # -- notebooks -----------------------------------------------------------------------------------
 
