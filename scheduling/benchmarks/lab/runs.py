@@ -54,9 +54,19 @@ class Plan:
         return None
 
 
-def plan(req: Request, start: float, cal: Calendar, seed: int, *, attempt: int = 0, slowdown: float = 1.0) -> Plan:
-    """``slowdown``: a job runs that many times longer (the static arm runs a k-GPU job on one card)."""
-    uid = f"{req.id}/{attempt}"
+def plan(
+    req: Request,
+    start: float,
+    cal: Calendar,
+    seed: int,
+    *,
+    attempt: int = 0,
+    slowdown: float = 1.0,
+    pod_uid: str | None = None,
+) -> Plan:
+    """``slowdown``: a job runs that many times longer (the static arm runs a k-GPU job on one card).
+    ``pod_uid``: the live pod's (with the cluster's ``seed``, what its profile plays); else one per attempt."""
+    uid = pod_uid or f"{req.id}/{attempt}"
     if req.kind == "job":
         length = req.run_s * slowdown
         return Plan(

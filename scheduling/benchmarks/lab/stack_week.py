@@ -61,7 +61,6 @@ from scheduling.kube.client import kube, reset_client
 from scheduling.kube.keys import WORKSPACE_ID
 from scheduling.models import ActivitySample, DepartmentCap, TeamPolicy, TeamQuota
 from scheduling.simcluster.clock import parse_time
-from scheduling.simcluster.telemetry import busy_spans
 from workspaces import actions
 from workspaces.models import GpuOffering, Image, Workspace, WorkspaceEvent
 
@@ -336,15 +335,7 @@ class Researchers:
                 a = self.asked[workspace.pk]
                 uid, started = found
                 a.start = self.at(started)
-                q = a.request
-                if q.forgotten:
-                    length = self.cal.next_morning(a.start + q.session_s, q.close_draw) - a.start
-                    spans = busy_spans("idle-notebook", seed=benchstack.SIM_SEED, pod_uid=uid, until=length,
-                                       busy_seconds=q.session_s)  # fmt: skip
-                    a.plan = Plan("idle-notebook", length, q.session_s, tuple(spans))
-                else:
-                    spans = busy_spans("bursty-notebook", seed=benchstack.SIM_SEED, pod_uid=uid, until=q.session_s)
-                    a.plan = Plan("bursty-notebook", q.session_s, q.session_s, tuple(spans))
+                a.plan = plan(a.request, a.start, self.cal, benchstack.SIM_SEED, pod_uid=uid)
                 self._push(a.start + a.plan.length, "close", workspace.pk)
         seen = [pk for pk, a in self.asked.items() if a.start is not None and pk not in self.handled_reclaims]
         reclaimed = WorkspaceEvent.objects.filter(
@@ -390,13 +381,9 @@ class Researchers:
             time.sleep(TICK_S)
 
     def stop_all(self) -> None:
-        for workspace in (
-            Workspace.objects.filter(pk__in=list(self.asked))
-            .exclude(state__in=Workspace.FINAL_STATES)
-            .select_related("owner")
-        ):
-            if workspace.state in Active or workspace.state == Workspace.State.QUEUED:
-                actions.do_stop(workspace.owner, workspace)
+        stoppable = [*Workspace.ACTIVE_STATES, Workspace.State.QUEUED]
+        for workspace in Workspace.objects.filter(pk__in=list(self.asked), state__in=stoppable).select_related("owner"):
+            actions.do_stop(workspace.owner, workspace)
 
 
 # -- the figures ---------------------------------------------------------------------------------------
@@ -413,11 +400,12 @@ def outcome(r: Researchers, horizon: float, capacity: Mapping[str, float], gpus:
     )
     for pk, at, from_state, to_state in rows.iterator(chunk_size=5000):
         events[pk].append((r.at(at), from_state, to_state))
-    created = dict(Workspace.objects.filter(pk__in=list(r.asked)).values_list("pk", "created_at"))
+    rows_of = list(Workspace.objects.filter(pk__in=list(r.asked)).values_list("pk", "created_at", "offering__slug"))
+    created = {pk: at for pk, at, _ in rows_of}
+    slugs = {pk: slug for pk, _, slug in rows_of}
     changes: list[tuple[float, str, float, float]] = []  # (time, pool, change of held, change of asked)
     runs: list[Run] = []
     waits: list[Wait] = []
-    slugs = dict(Workspace.objects.filter(pk__in=list(r.asked)).values_list("pk", "offering__slug"))
     outcomes: dict[str, str] = {
         Workspace.State.SUCCEEDED: "done",
         Workspace.State.RECLAIMED: "reclaimed",
