@@ -397,6 +397,17 @@ ALERT_BUDGET_USED_RATIO = env_float("ALERT_BUDGET_USED_RATIO", _ALERTS.budget_us
 ALERT_CHECK_SECONDS = env_float("ALERT_CHECK_SECONDS", 60.0, minimum=10.0)
 # How long kube-scheduler may refuse a pod pinned by the placement engine before the portal unpins it.
 PLACEMENT_GRACE_SECONDS = env_float("PLACEMENT_GRACE_SECONDS", 10.0, minimum=0.0)
+# MIG layouts that follow the queue (scheduling/loops/mig_repartition.py, docs/dynamic-mig.md): an idle GPU node
+# is repartitioned (cordoned, nvidia.com/mig.config set, watched, uncordoned) when that serves queued requests.
+# Off by default: it changes the cluster's hardware layout, an operator's decision; the demo turns it on.
+MIG_REPARTITION_ENABLED = env_bool("MIG_REPARTITION_ENABLED", PORTAL_ENV == "demo")
+MIG_REPARTITION_INTERVAL_SECONDS = env_float("MIG_REPARTITION_INTERVAL_SECONDS", 15.0, minimum=1.0)
+# Only requests queued this long count as demand: one the next cycle admits anyway must not split a GPU.
+MIG_REPARTITION_MIN_WAIT_SECONDS = env_float("MIG_REPARTITION_MIN_WAIT_SECONDS", 60.0, minimum=0.0)
+# A change still pending (or rebooting) this long has failed: the old layout is asked for again.
+MIG_REPARTITION_TIMEOUT_SECONDS = env_float("MIG_REPARTITION_TIMEOUT_SECONDS", 900.0, minimum=10.0)
+# A node whose repartition failed is left alone this long.
+MIG_REPARTITION_RETRY_SECONDS = env_float("MIG_REPARTITION_RETRY_SECONDS", 3600.0, minimum=0.0)
 # The control loops (scheduling cycle, reconcile) have a queue of their own next to the default one, so
 # that they never wait behind a backlog of provisioning tasks (and expire there): a finished job is then
 # noticed, and its quota handed on, within a period even while hundreds of workspaces are being created.
@@ -412,6 +423,7 @@ CELERY_BEAT_SCHEDULE = beat_schedule(
     telemetry_interval=TELEMETRY_INTERVAL_SECONDS,
     budget_interval=BILLING_BUDGET_CHECK_SECONDS,
     alert_interval=ALERT_CHECK_SECONDS,
+    mig_interval=MIG_REPARTITION_INTERVAL_SECONDS,
 )
 
 # Notifications (workspaces/notifications/, docs/notifications.md). Mail goes through Django's mail framework:

@@ -13,7 +13,7 @@ from django.conf import settings
 from scheduling import priorities
 from scheduling.engine.quota import Kind, Workload, to_units
 from scheduling.inventory import Demand
-from scheduling.kube.spec import SHARING_OF_KIND, GpuRequest, WorkspaceSpec
+from scheduling.kube.spec import SHARING_OF_KIND, DeviceClaim, GpuRequest, WorkspaceSpec
 from scheduling.quota.rules import may_borrow
 from workspaces.models import GpuOffering, Workspace
 
@@ -26,6 +26,9 @@ _PROFILES = {Workspace.Kind.NOTEBOOK: "bursty-notebook", Workspace.Kind.JOB: "st
 # ``idle-notebook`` works before it sits idle), e.g. ``idle-notebook:60`` to watch idle reclaim in the demo.
 SIM_PROFILE_ENV = "GPUPORTAL_SIM_PROFILE"
 _PROFILE_VALUE = re.compile(r"\A([a-z][a-z-]{0,40})(?::(\d{1,6}))?\Z")
+# Simulated cluster only: GPU memory (MiB) the workload allocates, e.g. to watch an MPS share's cap fail a pod.
+SIM_GPU_MEMORY_ENV = "GPUPORTAL_SIM_GPU_MEMORY_MIB"
+_MIB_VALUE = re.compile(r"\A[0-9]{1,7}\Z")
 
 
 def sim_workload(workspace: Workspace) -> tuple[str, int | None]:
@@ -43,14 +46,16 @@ def is_gpu(workspace: Workspace) -> bool:
 
 
 def gpu_request(offering: GpuOffering, count: int) -> GpuRequest | None:
-    """The device-plugin resource a pod asks for; None for CPU-only pods."""
+    """The device-plugin resource a pod asks for (or the DRA claim, for a DRA offering); None for CPU-only pods."""
     if offering.kind == GpuOffering.Kind.CPU or count == 0:
         return None
+    claim = DeviceClaim(offering.device_class, offering.device_selector, count) if offering.uses_dra else None
     return GpuRequest(
         resource_name=offering.resource_name,
         count=count,
         node_selector=dict(offering.node_selector),
         sharing=SHARING_OF_KIND[offering.kind],
+        claim=claim,
     )
 
 
@@ -83,6 +88,7 @@ def _demand(offering: GpuOffering, count: int, *, cpu_millis: int, memory_mib: i
         gpu_model=offering.gpu_model,
         mig_profile=offering.mig_profile,
         replicas=offering.replicas,
+        claim=bool(gpu and gpu.claim),
     )
 
 
@@ -109,6 +115,7 @@ def spec_for(workspace: Workspace) -> WorkspaceSpec:
     if simulated_seconds and str(workspace.env.get(SIM_DURATION_ENV, "")).isdigit():
         simulated_seconds = int(workspace.env[SIM_DURATION_ENV])
     profile, busy_seconds = sim_workload(workspace)
+    gpu_memory = _MIB_VALUE.match(str(workspace.env.get(SIM_GPU_MEMORY_ENV, "")))
     return WorkspaceSpec(
         workspace_id=workspace.pk,
         name=workspace.name,
@@ -132,4 +139,5 @@ def spec_for(workspace: Workspace) -> WorkspaceSpec:
         simulated_duration_seconds=(
             simulated_seconds if simulated_seconds and workspace.kind == Workspace.Kind.JOB else None
         ),
+        simulated_gpu_memory_mib=int(gpu_memory.group()) if gpu_memory else None,
     )

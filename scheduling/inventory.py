@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 from kubernetes.utils import parse_quantity
 
+from scheduling.dra import DraView
 from scheduling.engine import gpus, mig
 from scheduling.engine.policies import make_policy
 from scheduling.engine.policies.router import Router
@@ -56,10 +57,11 @@ class Demand:
     memory_mib: int
     node_selector: Mapping[str, str]
     pods: int = 1
-    sharing: str = ""  # "exclusive" | "mig" | "time-sliced" ("" for CPU only)
+    sharing: str = ""  # "exclusive" | "mig" | "time-sliced" | "mps" ("" for CPU only)
     gpu_model: str = ""  # catalogue key, e.g. H100-80GB-HBM3
     mig_profile: str = ""
     replicas: int = 1  # time-slicing replicas per GPU
+    claim: bool = False  # asked with a DRA claim: only nodes whose GPUs the DRA driver publishes will do
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class NodeInfo:
     name: str
     labels: dict[str, str]
     gpu_tainted: bool
+    dra: bool = False  # the DRA driver publishes its GPUs; the device plugin does not run there
 
 
 def _pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -133,7 +136,7 @@ def device_shapes(sharing: str, model: str, count: int, *, profile: str = "", re
         return []
     if sharing == "mig":
         return [PodShape(0, 0, 1, MILLI, models, profile)] * count
-    if sharing == "time-sliced":
+    if sharing in ("time-sliced", "mps"):  # one replica each; the engine places MPS replicas alike
         return [PodShape(0, 0, 1, MILLI // max(replicas, 1), models, replica=True)] * count
     return [PodShape(0, 0, count, MILLI, models)]
 
@@ -165,11 +168,20 @@ class Capacity:
     def __post_init__(self) -> None:
         self._index = {node.name: i for i, node in enumerate(self.nodes)}
         self._gpu_tainted = np.array([node.gpu_tainted for node in self.nodes], dtype=np.bool_)
+        self._dra = np.array([node.dra for node in self.nodes], dtype=np.bool_)
 
     @classmethod
     def from_objects(
-        cls, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], router: Router | None = None
+        cls,
+        nodes: Iterable[Mapping[str, Any]],
+        pods: Iterable[Mapping[str, Any]],
+        router: Router | None = None,
+        *,
+        dra: DraView | None = None,
+        claims: Iterable[Mapping[str, Any]] = (),
     ) -> Capacity:
+        """From Node and Pod objects; with ``dra``, DRA nodes' devices count as device-plugin units and each
+        allocated claim of ``claims`` takes its devices (scheduling/dra.py)."""
         infos: list[NodeInfo] = []
         allocs: list[dict[str, int]] = []
         layouts: list[tuple[str, int, int, int]] = []
@@ -177,13 +189,17 @@ class Capacity:
         memory: list[int] = []
         read_all: list[NodeGpus] = []
         for node in nodes:
+            if dra is not None:
+                node = dra.with_devices(node)
             gpu_tainted, other_taints = _taints(node)
             read = read_node(node)
             read_all.append(read)
             if not read.ready or read.cordoned or other_taints:
                 continue
             allocatable = node["status"].get("allocatable") or {}
-            infos.append(NodeInfo(read.name, dict(read.labels), gpu_tainted))
+            infos.append(
+                NodeInfo(read.name, dict(read.labels), gpu_tainted, dra is not None and read.name in dra.devices)
+            )
             allocs.append(dict(read.devices))
             layouts.append(_gpu_layout(read))
             cpu.append(int(Decimal(parse_quantity(allocatable.get("cpu", 0))) * 1000))
@@ -201,6 +217,9 @@ class Capacity:
         free = {name: np.array([alloc.get(name, 0) for alloc in allocs], dtype=np.int64) for name in names}
         capacity = cls(infos, state, free, by_model=capacity_by_model(read_all), router=router or live_router())
         capacity._occupy_all(pods)
+        if dra is not None:
+            for claim in claims:
+                capacity.occupy_claim(claim, dra)
         return capacity
 
     # -- building: what bound pods already hold ------------------------------------------------------
@@ -223,20 +242,36 @@ class Capacity:
         )
         cpu_before, memory_before = int(self.state.cpu_free[node]), int(self.state.mem_free[node])
         self._apply_or_clamp(host, node)
-        devices: list[tuple[str, int]] = []
-        noted: list[tuple[PodShape, Placement]] = []
-        for name, amount in requests.items():
-            if name in self.free:
-                self.free[name][node] -= int(amount)
-                devices.append((name, int(amount)))
-                for shape in self._device_shapes(node, name, int(amount)):
-                    placement = self._note(shape, node)
-                    if placement is not None:
-                        noted.append((shape, placement))
+        devices, noted = self._take_devices(node, {name: int(amount) for name, amount in requests.items()})
         if workspace is not None:
             self.bound_pods[workspace] += 1
         taken = PodShape(cpu_before - int(self.state.cpu_free[node]), memory_before - int(self.state.mem_free[node]))
-        return Held(node, workspace, taken, tuple(devices), tuple(noted))
+        return Held(node, workspace, taken, devices, noted)
+
+    def occupy_claim(self, claim: Mapping[str, Any], dra: DraView) -> Held | None:
+        """Take the devices an allocated ResourceClaim holds (its pods take only their CPU and memory);
+        answers it for :meth:`vacate`, or None for a claim that holds nothing on a schedulable node."""
+        held = dra.held_by(claim)
+        node = self._index.get(held[0]) if held else None
+        if held is None or node is None:
+            return None
+        devices, noted = self._take_devices(node, held[1])
+        return Held(node, None, PodShape(0, 0), devices, noted)
+
+    def _take_devices(
+        self, node: int, amounts: Mapping[str, int]
+    ) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[PodShape, Placement], ...]]:
+        devices: list[tuple[str, int]] = []
+        noted: list[tuple[PodShape, Placement]] = []
+        for name, amount in amounts.items():
+            if name in self.free:
+                self.free[name][node] -= amount
+                devices.append((name, amount))
+                for shape in self._device_shapes(node, name, amount):
+                    placement = self._note(shape, node)
+                    if placement is not None:
+                        noted.append((shape, placement))
+        return tuple(devices), tuple(noted)
 
     def vacate(self, held: Held) -> None:
         """Give back exactly what :meth:`occupy` took (the pod finished, moved or is gone)."""
@@ -311,6 +346,10 @@ class Capacity:
             )
         return self._selectors[key]
 
+    def _served(self, demand: Demand) -> Mask:
+        """Nodes that can serve ``demand``'s GPUs: the DRA driver's for a claim, the device plugin's otherwise."""
+        return self._dra if demand.claim else ~self._dra
+
     def _units_free(self, resource: str) -> I64:
         return self.free.get(resource, np.zeros(len(self.nodes), dtype=np.int64))
 
@@ -318,7 +357,7 @@ class Capacity:
         """Nodes whose labels, taints and free counts admit one pod of ``demand`` now."""
         ok = self._selector_mask(demand.node_selector).copy()
         if demand.resource_name:
-            ok &= self._units_free(demand.resource_name) >= demand.count
+            ok &= (self._units_free(demand.resource_name) >= demand.count) & self._served(demand)
         else:  # CPU-only pods do not tolerate the GPU taint
             ok &= ~self._gpu_tainted
         ok &= (self.state.cpu_free >= demand.cpu_millis) & (self.state.mem_free >= demand.memory_mib)
@@ -417,7 +456,7 @@ class Capacity:
         """How many single-unit pods like ``demand`` the cluster could start now (CPU pods: by CPU)."""
         ok = self._selector_mask(demand.node_selector)
         if demand.resource_name:
-            return int(self._units_free(demand.resource_name)[ok].sum())
+            return int(self._units_free(demand.resource_name)[ok & self._served(demand)].sum())
         untainted = ok & ~self._gpu_tainted
         return int((self.state.cpu_free[untainted] // max(demand.cpu_millis, 1)).sum())
 
@@ -429,6 +468,8 @@ class Capacity:
             ("node(s) didn't match the offering's node selector", ~self._selector_mask(demand.node_selector))
         ]
         if demand.resource_name:
+            driver = "the DRA driver" if demand.claim else "the device plugin"
+            checks.append((f"node(s) whose GPUs {driver} does not serve", ~self._served(demand)))
             short = self._units_free(demand.resource_name) < demand.count
             checks.append((f"Insufficient {demand.resource_name}", short))
         else:

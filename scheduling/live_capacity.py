@@ -18,14 +18,16 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
 
+from scheduling.dra import DraView
 from scheduling.inventory import Capacity, Held
-from scheduling.kube.calls import Kube
-from scheduling.kube.informer import Informer, Key, informer_for
+from scheduling.kube.calls import Kube, PermanentKubeError
+from scheduling.kube.informer import Changes, Informer, Key, informer_for
 
 log = logging.getLogger(__name__)
 
@@ -39,33 +41,50 @@ def _node_signature(node: Mapping[str, Any]) -> str:
 
 
 class LiveCapacity:
-    """One cluster's capacity, kept from its Node and Pod informers; see the module docstring."""
+    """One cluster's capacity, kept from its Node and Pod informers (and ResourceSlice and ResourceClaim ones
+    where the cluster serves DRA); see the module docstring."""
 
-    def __init__(self, nodes: Informer, pods: Informer) -> None:
+    def __init__(
+        self, nodes: Informer, pods: Informer, slices: Informer | None = None, claims: Informer | None = None
+    ) -> None:
         self.nodes, self.pods = nodes, pods
+        self.slices, self.claims = slices, claims
         self.rebuilds = 0
         self._base: Capacity | None = None
+        self._dra: DraView | None = None
         self._held: dict[Key, Held] = {}
+        self._claims_held: dict[Key, Held] = {}
         self._signatures: dict[Key, str] = {}
         self._lock = threading.Lock()
+
+    def _informers(self) -> list[Informer]:
+        return [i for i in (self.nodes, self.pods, self.slices, self.claims) if i is not None]
 
     def current(self, timeout: float) -> Capacity | None:
         """A copy to decide on, as of the informers' latest events; None if they have not listed the
         cluster within ``timeout`` seconds (the caller lists it itself)."""
-        if not (self.nodes.wait_synced(timeout) and self.pods.wait_synced(timeout)):
+        if not all(informer.wait_synced(timeout) for informer in self._informers()):
             return None
         with self._lock:
             node_changes, pod_changes = self.nodes.drain(), self.pods.drain()
+            # Slices change with a node's GPUs (a MIG layout, a lost GPU): rare, and rebuilt like a node change.
+            slice_changes = self.slices.drain() if self.slices else Changes(False)
+            claim_changes = self.claims.drain() if self.claims else Changes(False)
             if (
                 self._base is None
                 or node_changes.relisted
                 or pod_changes.relisted
+                or slice_changes.relisted
+                or slice_changes.changed
+                or claim_changes.relisted
                 or any(self._signatures.get(key) != _sig(node) for key, node in node_changes.changed.items())
             ):
                 self._rebuild()
             else:
                 for key, pod in pod_changes.changed.items():
                     self._replace(key, pod)
+                for key, claim in claim_changes.changed.items():
+                    self._replace_claim(key, claim)
             assert self._base is not None
             return self._base.copy()
 
@@ -77,15 +96,26 @@ class LiveCapacity:
         if pod is not None and (now := self._base.occupy(pod)) is not None:
             self._held[key] = now
 
+    def _replace_claim(self, key: Key, claim: Mapping[str, Any] | None) -> None:
+        assert self._base is not None and self._dra is not None
+        held = self._claims_held.pop(key, None)
+        if held is not None:
+            self._base.vacate(held)
+        if claim is not None and (now := self._base.occupy_claim(claim, self._dra)) is not None:
+            self._claims_held[key] = now
+
     def _rebuild(self) -> None:
         """Everything again from the informers' objects. Changes that arrive while this reads them are in
         the next drain as well, and applying a pod twice is harmless: what it held is given back first."""
         nodes = self.nodes.snapshot()
         self._signatures = {key: _node_signature(node) for key, node in nodes.items()}
-        self._base = Capacity.from_objects(nodes.values(), [])
-        self._held = {}
+        self._dra = DraView.from_slices(self.slices.snapshot().values()) if self.slices else DraView()
+        self._base = Capacity.from_objects(nodes.values(), [], dra=self._dra)
+        self._held, self._claims_held = {}, {}
         for key, pod in self.pods.snapshot().items():
             self._replace(key, pod)
+        for key, claim in (self.claims.snapshot() if self.claims else {}).items():
+            self._replace_claim(key, claim)
         self.rebuilds += 1
         log.info("cluster capacity rebuilt from %d nodes and %d pods", len(nodes), len(self._held))
 
@@ -102,12 +132,37 @@ def live_capacity(kube: Kube) -> LiveCapacity:
     """This process's live capacity of ``kube``'s cluster, on its current informers (a new one when they
     were replaced: a thread that died, a forked child)."""
     nodes, pods = informer_for(kube, "Node"), informer_for(kube, "Pod")
+    slices = claims = None
+    if serves_dra(kube):
+        slices, claims = informer_for(kube, "ResourceSlice"), informer_for(kube, "ResourceClaim")
     key = str(kube.api_client.configuration.host)
     with _live_lock:
         live = _live.get(key)
-        if live is None or live.nodes is not nodes or live.pods is not pods:
-            live = _live[key] = LiveCapacity(nodes, pods)
+        if live is None or [live.nodes, live.pods, live.slices, live.claims] != [nodes, pods, slices, claims]:
+            live = _live[key] = LiveCapacity(nodes, pods, slices, claims)
         return live
+
+
+_dra_served: dict[str, tuple[bool, float]] = {}
+DRA_CHECK_TTL_S = 300.0
+
+
+def serves_dra(kube: Kube) -> bool:
+    """Whether the cluster serves ``resource.k8s.io/v1`` (GA since Kubernetes 1.34; earlier ones may not):
+    asked once every few minutes, so a cluster upgraded meanwhile is noticed."""
+    key = str(kube.api_client.configuration.host)
+    known = _dra_served.get(key)
+    if known is not None and time.monotonic() - known[1] < DRA_CHECK_TTL_S:
+        return known[0]
+    try:
+        kube.list("ResourceSlice", None)
+        served = True
+    except PermanentKubeError as exc:
+        if exc.status != 404:
+            raise
+        served = False
+    _dra_served[key] = (served, time.monotonic())
+    return served
 
 
 def cluster_capacity(kube: Kube) -> Capacity:
@@ -123,4 +178,8 @@ def cluster_capacity(kube: Kube) -> Capacity:
         if capacity is not None:
             return capacity
         log.warning("the cluster watches have not listed the cluster yet; listing it for this cycle")
-    return Capacity.from_objects(kube.list("Node", None, ""), kube.list("Pod", None, ""))
+    nodes, pods = kube.list("Node", None, ""), kube.list("Pod", None, "")
+    if not serves_dra(kube):
+        return Capacity.from_objects(nodes, pods)
+    dra = DraView.from_slices(kube.list("ResourceSlice", None, ""))
+    return Capacity.from_objects(nodes, pods, dra=dra, claims=kube.list("ResourceClaim", None, ""))

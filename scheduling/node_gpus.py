@@ -34,7 +34,9 @@ class NodeGpus:
     product: str  # the GFD product label as published; "" on nodes without GPUs
     model: str  # catalogue key (MIG "single" suffix removed); "" without GPUs or for a model not in the catalogue
     count: int  # GPUs on the node (GFD's count label), healthy or not
-    replicas: int  # time-slicing replicas per GPU; 1 when not time-sliced
+    replicas: int  # time-slicing or MPS replicas per GPU; 1 when not shared
+    sharing_strategy: str  # GFD's none | time-slicing | mps ("" when not labelled)
+    memory_mib: int  # per GPU, GFD's memory label; 0 when not labelled
     mig_config: str  # the MIG manager's layout label, "" when not set
     mig_state: str  # pending | rebooting | success | failed | ""
     devices: Mapping[str, int]  # device-plugin resources (nvidia.com/...) the node can hand out now
@@ -44,6 +46,11 @@ class NodeGpus:
     @property
     def mig_enabled(self) -> bool:
         return self.mig_config not in ("", keys.MIG_DISABLED)
+
+    @property
+    def mps(self) -> bool:
+        """The device plugin shares this node's GPUs through MPS (``sharing.mps``, GPU doc 1.3)."""
+        return self.sharing_strategy == keys.SHARING_MPS and self.replicas > 1
 
     @property
     def has_mig_devices(self) -> bool:
@@ -76,6 +83,8 @@ def read_node(node: Mapping[str, Any]) -> NodeGpus:
         model=_model_of(product),
         count=_int(labels.get(keys.GPU_COUNT, "0") or 0),
         replicas=_int(labels.get(keys.REPLICAS, "1") or 1, 1) or 1,
+        sharing_strategy=labels.get(keys.SHARING_STRATEGY, ""),
+        memory_mib=_int(labels.get(keys.GPU_MEMORY, "0") or 0),
         mig_config=labels.get(keys.MIG_CONFIG, ""),
         mig_state=labels.get(keys.MIG_CONFIG_STATE, ""),
         devices={

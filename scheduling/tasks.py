@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from celery import shared_task
@@ -14,6 +15,7 @@ from scheduling.kube.client import kube
 from scheduling.loops import (
     cycle,
     idle,
+    mig_repartition,
     passes,
     provisioning,
     reconcile,
@@ -90,3 +92,14 @@ def compact_telemetry() -> dict[str, int]:
 def warn_runtime() -> int:
     with single_flight("runtime-warning") as acquired:
         return runtime_warning.warn_near_deadline(timezone.now()) if acquired else 0
+
+
+@shared_task(name=tasknames.REPARTITION_MIG, **RETRY)
+def repartition_mig() -> dict[str, list[str]]:
+    if not settings.MIG_REPARTITION_ENABLED:
+        return {}
+    with single_flight("mig-repartition") as acquired:
+        if not acquired:
+            return {}
+        done = mig_repartition.run_pass(kube(), timezone.now())
+        return {k: list(v) for k, v in asdict(done).items() if v}

@@ -26,7 +26,8 @@ from portal.models import Team
 from scheduling import activity, charts, utilisation
 from scheduling.kube.calls import KubeError
 from scheduling.kube.client import KubeNotConfigured, kube
-from scheduling.kube.keys import DEVICE_PREFIX
+from scheduling.kube.keys import DEVICE_PREFIX, MIG_REPARTITION
+from scheduling.loops import mig_repartition
 from scheduling.models import DepartmentCap, MemberCap, TeamQuota
 from scheduling.node_gpus import capacity_by_model, read_node
 from scheduling.queue_view import queue_entries
@@ -161,9 +162,11 @@ def _node_rows(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if node.mig_enabled:
             mode = f"MIG {node.mig_config} ({node.mig_state or '?'})"
         elif node.replicas > 1:
-            mode = f"time-sliced x{node.replicas}"
+            mode = f"{'MPS' if node.mps else 'time-sliced'} x{node.replicas}"
         else:
             mode = "whole GPUs" if node.product else "CPU only"
+        if phase := node.labels.get(MIG_REPARTITION):
+            mode += f", repartitioning ({phase})"
         rows.append(
             {
                 "name": node.name,
@@ -206,6 +209,8 @@ def cluster_page(request: AuthenticatedRequest) -> HttpResponse:
         "flavours": flavours,
         "activity": sorted(activity.active_by_model(timezone.now()).items()),
         "caps": DepartmentCap.objects.select_related("department"),
+        "repartitions": mig_repartition.recent_repartitions(),
+        "repartition_enabled": settings.MIG_REPARTITION_ENABLED,
         "error": error,
         # Live, not from the worker's alert check: a dead worker does not report itself stalled.
         "stalls": live_stalls(),

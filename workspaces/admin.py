@@ -106,9 +106,11 @@ class GpuOfferingAdmin(OperatorAdmin):
                     "enabled")  # fmt: skip
     list_filter = ("kind", "enabled", "gpu_model")
     search_fields = ("slug", "display_name", "gpu_model", "resource_name")
-    readonly_fields = ("slug", "kind", "gpu_model", "mig_profile", "replicas", "resource_name", "node_selector",
-                       "gpu_equivalents", "allowed_counts", "cpu_millis_default", "cpu_millis_max",
-                       "memory_mib_default", "memory_mib_max")  # fmt: skip
+    readonly_fields = ("slug", "kind", "gpu_model", "mig_profile", "replicas", "memory_cap_mib",
+                       "active_thread_percentage", "resource_name", "device_class", "device_selector",
+                       "node_selector", "gpu_equivalents",
+                       "allowed_counts", "cpu_millis_default", "cpu_millis_max", "memory_mib_default",
+                       "memory_mib_max")  # fmt: skip
     fieldsets = (
         (None, {"fields": ("display_name", "description", "enabled")}),
         ("Shape", {"description": CATALOGUE_WHY, "fields": readonly_fields}),

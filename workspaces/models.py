@@ -75,6 +75,14 @@ def validate_allowed_counts(value: Any) -> None:
         raise ValidationError(f"Each allowed count is between 1 and {MAX_GPUS_PER_POD} GPUs per pod.")
 
 
+def mib_text(mib: int) -> str:
+    """MiB as people read them: 10240 -> "10 GiB", 20389 -> "19.9 GiB", 512 -> "512 MiB"."""
+    if mib < 1024:
+        return f"{mib} MiB"
+    gib = Decimal(mib) / 1024
+    return f"{gib.quantize(Decimal('0.1')).normalize():f} GiB"
+
+
 def _in_use_error(what: str, old_slug: str, users: int) -> ValidationError:
     return ValidationError(
         {
@@ -92,13 +100,19 @@ class GpuOffering(models.Model):
 
     ``resource_name`` is the device plugin's extended resource; ``node_selector`` holds the GPU Feature
     Discovery labels that pick nodes with it. ``gpu_equivalents`` weighs one unit for quota and cost:
-    a whole GPU is 1, a MIG slice its share of compute and memory, a time-sliced replica 1/replicas.
+    a whole GPU is 1, a MIG slice its share of compute and memory, a time-sliced or MPS replica 1/replicas.
+
+    An MPS share (device plugin ``sharing.mps``, GPU-ON-KUBERNETES.md 1.3) caps each client at 1/replicas of
+    the GPU's memory and compute: ``memory_cap_mib`` is the GPU's memory (GFD ``nvidia.com/gpu.memory``, MiB)
+    divided by the replicas, ``active_thread_percentage`` 100/replicas. The device plugin's MPS control
+    daemon enforces both; the pod asks for one replica and carries nothing else.
     """
 
     class Kind(models.TextChoices):
         WHOLE = "whole", "Whole GPU"
         MIG = "mig", "MIG slice"
         SHARED = "shared", "Shared GPU (time-sliced)"
+        MPS = "mps", "Shared GPU (MPS, memory-capped)"
         CPU = "cpu", "CPU only"
 
     slug = models.SlugField(max_length=40, unique=True, validators=[slug_validator])
@@ -112,7 +126,21 @@ class GpuOffering(models.Model):
     )
     mig_profile = models.CharField(max_length=32, blank=True, validators=[validate_no_control_characters])
     replicas = models.PositiveSmallIntegerField(
-        default=1, validators=[MinValueValidator(1)], help_text="Time-slicing replicas per GPU."
+        default=1, validators=[MinValueValidator(1)], help_text="Time-slicing or MPS replicas per GPU."
+    )
+    memory_cap_mib = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="MPS shares only: GPU memory each workspace may pin, in MiB; the device plugin sets the GPU's "
+        "memory / replicas (e.g. 40960 / 4 = 10240).",
+    )
+    active_thread_percentage = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="MPS shares only: share of the GPU's compute each workspace may use; the device plugin sets "
+        "100 / replicas.",
     )
     resource_name = models.CharField(
         max_length=100,
@@ -121,6 +149,25 @@ class GpuOffering(models.Model):
         help_text="e.g. nvidia.com/mig-1g.10gb",
     )
     node_selector = models.JSONField(default=dict, blank=True, validators=[validate_node_selector])
+    # Dynamic Resource Allocation (scheduling/dra.py): set, pods ask with a ResourceClaim of this DeviceClass and
+    # selector instead of the extended resource, which then names the shape the claim stands for in quota,
+    # placement and cost (nvidia.com/gpu for a whole GPU, nvidia.com/mig-<profile> for a MIG device).
+    device_class = models.CharField(
+        max_length=253,
+        blank=True,
+        validators=[
+            RegexValidator(
+                r"\A([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?\Z",
+                "A DeviceClass name like gpu.nvidia.com.",
+            )
+        ],
+        help_text="DRA only: the DeviceClass claims name (gpu.nvidia.com, mig.nvidia.com); blank: the device plugin.",
+    )
+    device_selector = models.TextField(
+        blank=True,
+        max_length=10240,  # the API's limit on a CEL selector
+        help_text='DRA only: a CEL selector, e.g. device.attributes["gpu.nvidia.com"].profile == "1g.10gb".',
+    )
     # Weighs one unit against quota: at most one whole GPU, and never below nothing (a negative weight let a team
     # hold more GPUs than its guarantee).
     gpu_equivalents = models.DecimalField(
@@ -179,6 +226,8 @@ class GpuOffering(models.Model):
                 errors["gpu_equivalents"] = "A GPU offering weighs more than 0 GPU-equivalents (1 for a whole GPU)."
             if not counts or 0 in counts:
                 errors["allowed_counts"] = f"A GPU offering allows counts between 1 and {MAX_GPUS_PER_POD}, e.g. [1]."
+        errors.update(self._mps_problems(counts))
+        errors.update(self._dra_problems())
         if self.cpu_millis_default > self.cpu_millis_max:
             errors["cpu_millis_default"] = f"At most the maximum, {self.cpu_millis_max} millicores."
         if self.memory_mib_default > self.memory_mib_max:
@@ -190,6 +239,39 @@ class GpuOffering(models.Model):
             if old_slug is not None and old_slug != self.slug and (users := self.workspaces.count()):
                 raise _in_use_error("Offering", old_slug, users)
 
+    def _dra_problems(self) -> dict[str, str]:
+        if not self.device_class:
+            return {"device_selector": "A selector needs a DeviceClass."} if self.device_selector else {}
+        if self.kind not in (self.Kind.WHOLE, self.Kind.MIG):
+            # Pods share a GPU under DRA by naming one claim; the portal does not pool shared claims yet.
+            return {"device_class": "DRA offerings are whole GPUs or MIG devices (one claim per pod)."}
+        if not self.resource_name:
+            return {"resource_name": "The shape a DRA claim stands for, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb."}
+        return {}
+
+    @property
+    def uses_dra(self) -> bool:
+        return bool(self.device_class)
+
+    def _mps_problems(self, counts: list[int]) -> dict[str, str]:
+        if self.kind != self.Kind.MPS:
+            return {
+                name: "Only MPS shares have a per-workspace memory cap and thread percentage."
+                for name in ("memory_cap_mib", "active_thread_percentage")
+                if getattr(self, name) is not None
+            }
+        errors = {}
+        if self.replicas < 2:
+            errors["replicas"] = "An MPS share splits a GPU between at least 2 workspaces."
+        if not self.memory_cap_mib:
+            errors["memory_cap_mib"] = "An MPS share caps each workspace's GPU memory: the GPU's memory / replicas."
+        if not self.active_thread_percentage:
+            errors["active_thread_percentage"] = "An MPS share caps each workspace's compute: 100 / replicas."
+        if counts and counts != [1]:
+            # failRequestsGreaterThanOne defaults to true for MPS: the kubelet refuses more (GPU doc 1.3).
+            errors["allowed_counts"] = "An MPS share comes in a count of [1]: one replica per pod."
+        return errors
+
     @property
     def flavour(self) -> str:
         """The quota flavour: the GPU model (CPU-only offerings have none)."""
@@ -199,9 +281,21 @@ class GpuOffering(models.Model):
     def isolation_note(self) -> str:
         if self.kind == self.Kind.SHARED:
             return "Shared GPU: no memory or fault isolation from the other workspaces on the same GPU."
+        if self.kind == self.Kind.MPS:
+            return (
+                "MPS share: GPU memory and compute are capped per workspace, but all workspaces on the GPU "
+                "share one fault domain (a GPU fault in one can stop the others)."
+            )
         if self.kind == self.Kind.MIG:
             return "MIG slice: hardware-isolated memory and compute."
         return ""
+
+    @property
+    def memory_cap_note(self) -> str:
+        """The MPS memory cap as the request form states it, e.g. "GPU memory cap: 10 GiB per workspace"."""
+        if self.kind != self.Kind.MPS or not self.memory_cap_mib:
+            return ""
+        return f"GPU memory cap: {mib_text(self.memory_cap_mib)} per workspace"
 
 
 class Image(models.Model):

@@ -34,6 +34,7 @@ class ModelCleanSerializer(serializers.ModelSerializer[Any]):
 
 class OfferingSerializer(ModelCleanSerializer):
     isolation_note = serializers.CharField(read_only=True)
+    memory_cap_note = serializers.CharField(read_only=True)
 
     class Meta:
         model = GpuOffering
@@ -44,7 +45,11 @@ class OfferingSerializer(ModelCleanSerializer):
             "gpu_model",
             "mig_profile",
             "replicas",
+            "memory_cap_mib",
+            "active_thread_percentage",
             "resource_name",
+            "device_class",
+            "device_selector",
             "gpu_equivalents",
             "allowed_counts",
             "cpu_millis_default",
@@ -52,6 +57,7 @@ class OfferingSerializer(ModelCleanSerializer):
             "description",
             "enabled",
             "isolation_note",
+            "memory_cap_note",
         )
 
 

@@ -18,11 +18,12 @@ MODEL_PRICE = ""  # the shape key of a model's per-GPU price
 
 
 def shape_key(kind: str, mig_profile: str = "", replicas: int = 1) -> str:
-    """``whole``, ``mig-1g.10gb``, ``shared-4`` (one of four replicas), ``cpu``."""
+    """``whole``, ``mig-1g.10gb``, ``shared-4`` (one of four replicas), ``mps-4`` (one of four MPS clients),
+    ``cpu``."""
     if kind == "mig":
         return f"mig-{mig_profile}"
-    if kind == "shared":
-        return f"shared-{replicas}"
+    if kind in ("shared", "mps"):
+        return f"{kind}-{replicas}"
     return kind
 
 

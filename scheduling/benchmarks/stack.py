@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -107,15 +107,15 @@ def wait_ready(worker: subprocess.Popen[bytes], log: Path, timeout_s: float = 60
 
 
 def stop_process(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    """Warm shutdown, then the whole process group the hard way if it does not stop in time."""
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    """Warm shutdown, then the rest of the process group the hard way: a pool child can outlive its main
+    process's warm shutdown and still commit a task's rows after the caller moved on (say, to delete them)."""
+    if process.poll() is None:
+        process.terminate()
+        with suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=timeout)
+    with suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
+    process.wait(timeout=10)
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,10 @@ _KINDS = {
     "Job": _Kind(client.BatchV1Api, "job", "batch/v1"),
     "Ingress": _Kind(client.NetworkingV1Api, "ingress", "networking.k8s.io/v1"),
     "PriorityClass": _Kind(client.SchedulingV1Api, "priority_class", "scheduling.k8s.io/v1", namespaced=False),
+    # Dynamic Resource Allocation (scheduling/dra.py): what the driver publishes, and the claims pods use.
+    "ResourceSlice": _Kind(client.ResourceV1Api, "resource_slice", "resource.k8s.io/v1", namespaced=False),
+    "ResourceClaim": _Kind(client.ResourceV1Api, "resource_claim", "resource.k8s.io/v1"),
+    "ResourceClaimTemplate": _Kind(client.ResourceV1Api, "resource_claim_template", "resource.k8s.io/v1"),
 }
 
 
@@ -313,6 +317,12 @@ class Kube:
     def patch_node_labels(self, name: str, labels: Mapping[str, str | None]) -> JSON:
         """Set (or, with None, remove) labels on a node; answers the node."""
         patch = {"metadata": {"labels": dict(labels)}}
+        return self._call(_KINDS["Node"], "patch", None, name=name, body=patch)
+
+    def patch_node(self, name: str, labels: Mapping[str, str | None], unschedulable: bool) -> JSON:
+        """Set (None: remove) labels on a node and cordon it (``unschedulable``) or uncordon it, in one
+        patch; answers the node."""
+        patch = {"metadata": {"labels": dict(labels)}, "spec": {"unschedulable": True if unschedulable else None}}
         return self._call(_KINDS["Node"], "patch", None, name=name, body=patch)
 
 

@@ -14,6 +14,9 @@ Choices worth knowing:
   and Guaranteed pods are evicted last under node pressure.
 - **GPUs in limits only**: requests default to limits, and extended resources are integers that
   cannot be overcommitted (GPU doc 1.5).
+- **An MPS share is one replica in limits and nothing else**: ``nvidia.com/gpu: 1`` (``nvidia.com/gpu.shared``
+  when renamed), as for time-slicing. The device plugin's MPS control daemon sets each replica's memory and
+  compute cap (GPU doc 1.3); users cannot set ``CUDA_*`` variables to change them (``spec.GPU_ENV_PREFIXES``).
 - **Readiness is a TCP check on 8888**: it needs no token and does not count as Jupyter activity.
 - **Training jobs fail as a whole**: ``backoffLimit: 0`` on an Indexed Job, so the first failed worker
   fails the Job and the controller stops the others. Distributed training cannot carry on with a
@@ -43,10 +46,11 @@ from scheduling.kube.keys import (
     NOTEBOOK_PORT,
     SIM_BUSY_ANNOTATION,
     SIM_DURATION_ANNOTATION,
+    SIM_GPU_MEMORY_ANNOTATION,
     SIM_PROFILE_ANNOTATION,
     TEAM,
 )
-from scheduling.kube.spec import WorkspaceSpec, env_name_problem
+from scheduling.kube.spec import REPLICA_SHARING, DeviceClaim, WorkspaceSpec, env_name_problem
 
 NOTEBOOK_HOME = "/home/jovyan"  # the docker-stacks user's home
 JOB_HOME = "/workspace/home"
@@ -55,6 +59,7 @@ JOB_TTL_SECONDS = 3600  # finished Jobs linger an hour so the reconcile loop and
 # The docker-stacks user (jovyan, uid 1000) and group (users, gid 100).
 RUN_AS_USER = 1000
 RUN_AS_GROUP = 100
+CLAIM_ENTRY = "gpu"  # a DRA pod's resourceClaims entry, its container's claim reference and the request's name
 
 Model = Any  # kubernetes.client models are untyped
 
@@ -80,9 +85,11 @@ def check_spec(spec: WorkspaceSpec) -> None:
     if gpu is not None:
         if gpu.count < 1:
             raise ValueError("GPU count must be a positive integer (GPU doc 1.5)")
-        if gpu.sharing == "time-sliced" and gpu.count != 1:
+        if gpu.sharing in REPLICA_SHARING and gpu.count != 1:
             # failRequestsGreaterThanOne: the kubelet would refuse the pod at admission (GPU doc 1.3).
-            raise ValueError("a time-sliced GPU request asks for exactly one replica")
+            raise ValueError(f"a {gpu.sharing} GPU request asks for exactly one replica")
+        if gpu.claim is not None and gpu.claim.count != gpu.count:
+            raise ValueError("a DRA claim asks for the request's GPU count")
 
 
 def mounts_home(spec: WorkspaceSpec) -> bool:
@@ -110,12 +117,18 @@ def _sim_annotations(spec: WorkspaceSpec) -> dict[str, str]:
         annotations[SIM_DURATION_ANNOTATION] = str(spec.simulated_duration_seconds)
     if spec.simulated_busy_seconds is not None:
         annotations[SIM_BUSY_ANNOTATION] = str(spec.simulated_busy_seconds)
+    if spec.simulated_gpu_memory_mib is not None:
+        annotations[SIM_GPU_MEMORY_ANNOTATION] = str(spec.simulated_gpu_memory_mib)
     return annotations
 
 
 def _resources(spec: WorkspaceSpec) -> Model:
     cpu_memory = {"cpu": f"{spec.cpu_millis}m", "memory": f"{spec.memory_mib}Mi"}
     limits = dict(cpu_memory)
+    if spec.gpu is not None and spec.gpu.claim is not None:
+        # DRA: the GPU comes with the pod's claim, not as an extended resource (facts doc 4.2).
+        claims = [client.CoreV1ResourceClaim(name=CLAIM_ENTRY)]
+        return client.V1ResourceRequirements(requests=cpu_memory, limits=limits, claims=claims)
     if spec.gpu is not None:
         limits[spec.gpu.resource_name] = str(spec.gpu.count)
     return client.V1ResourceRequirements(requests=cpu_memory, limits=limits)
@@ -182,6 +195,11 @@ def _volumes(spec: WorkspaceSpec, home_path: str) -> tuple[list[Model], list[Mod
 
 def _pod_spec(spec: WorkspaceSpec, container: Model, volumes: list[Model], **extra: Any) -> Model:
     gpu = spec.gpu
+    if gpu is not None and gpu.claim is not None:
+        # One claim per pod from the team's template; the resourceclaim controller makes it and the
+        # garbage collector removes it with the pod.
+        template = gpu.claim.template_name
+        extra["resource_claims"] = [client.V1PodResourceClaim(name=CLAIM_ENTRY, resource_claim_template_name=template)]
     return client.V1PodSpec(
         containers=[container],
         volumes=volumes,
@@ -200,6 +218,30 @@ def _pod_spec(spec: WorkspaceSpec, container: Model, volumes: list[Model], **ext
 
 
 # -- objects ----------------------------------------------------------------------------------------
+
+
+def make_claim_template(team_slug: str, claim: DeviceClaim) -> Model:
+    """The ResourceClaimTemplate a DRA offering's pods name (facts doc 4.4), one per distinct claim in the
+    team's namespace: shared by every workspace that asks alike, so it is ensured once and never deleted
+    with a workspace."""
+    selectors = [client.V1DeviceSelector(cel=client.V1CELDeviceSelector(expression=claim.selector))]
+    request = client.V1ExactDeviceRequest(
+        device_class_name=claim.device_class, count=claim.count, selectors=selectors if claim.selector else None
+    )
+    return client.V1ResourceClaimTemplate(
+        api_version="resource.k8s.io/v1",
+        kind="ResourceClaimTemplate",
+        metadata=client.V1ObjectMeta(
+            name=claim.template_name,
+            namespace=names.namespace_for(team_slug),
+            labels={MANAGED_BY: MANAGER, "app.kubernetes.io/part-of": MANAGER},
+        ),
+        spec=client.V1ResourceClaimTemplateSpec(
+            spec=client.V1ResourceClaimSpec(
+                devices=client.V1DeviceClaim(requests=[client.V1DeviceRequest(name=CLAIM_ENTRY, exactly=request)])
+            )
+        ),
+    )
 
 
 def make_namespace(team_slug: str) -> Model:

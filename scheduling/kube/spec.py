@@ -6,6 +6,7 @@ touch the ORM and can be tested as pure functions.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -31,9 +32,27 @@ def env_name_problem(name: str) -> str | None:
     return None
 
 
-Sharing = Literal["exclusive", "mig", "time-sliced"]
+Sharing = Literal["exclusive", "mig", "time-sliced", "mps"]
 # The catalogue's offering kinds (GpuOffering.Kind, discovery's proposals) -> how the device plugin shares.
-SHARING_OF_KIND: dict[str, Sharing] = {"whole": "exclusive", "mig": "mig", "shared": "time-sliced"}
+SHARING_OF_KIND: dict[str, Sharing] = {"whole": "exclusive", "mig": "mig", "shared": "time-sliced", "mps": "mps"}
+# One replica of a shared GPU per pod: more fails kubelet admission under failRequestsGreaterThanOne (GPU doc 1.3).
+REPLICA_SHARING: tuple[Sharing, ...] = ("time-sliced", "mps")
+
+
+@dataclass(frozen=True)
+class DeviceClaim:
+    """What a DRA offering's pods ask for: ``count`` devices of ``device_class`` that ``selector`` accepts."""
+
+    device_class: str
+    selector: str  # CEL, e.g. device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"
+    count: int
+
+    @property
+    def template_name(self) -> str:
+        """One template per distinct claim in a team's namespace; its content is in its name, so an
+        operator's change to the offering makes a new template rather than editing one in use."""
+        digest = hashlib.sha256(f"{self.device_class}\n{self.selector}\n{self.count}".encode()).hexdigest()[:10]
+        return f"gpu-claim-{digest}"
 
 
 @dataclass(frozen=True)
@@ -42,6 +61,9 @@ class GpuRequest:
     count: int  # per pod (per worker for jobs)
     node_selector: Mapping[str, str]  # e.g. {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     sharing: Sharing
+    # Set: the pod asks through a ResourceClaim (DRA, scheduling/dra.py) and resource_name is the shape it
+    # stands for in quota and placement; unset: it asks the device plugin for resource_name.
+    claim: DeviceClaim | None = None
 
 
 @dataclass(frozen=True)
@@ -65,4 +87,5 @@ class WorkspaceSpec:
     workload_profile: str | None = None  # simulated cluster only
     simulated_duration_seconds: int | None = None  # simulated cluster only (jobs)
     simulated_busy_seconds: int | None = None  # simulated cluster only (the idle-notebook profile)
+    simulated_gpu_memory_mib: int | None = None  # simulated cluster only: GPU memory the workload allocates
     storage_class: str | None = None

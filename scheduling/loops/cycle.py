@@ -124,13 +124,16 @@ def expire_notices(now: datetime) -> int:
     return len(stopped)
 
 
+QUOTA_WAIT = "Waiting for team quota"  # how a reason starts when the team's quota holds the request back
+
+
 def _quota_message(workspace: Workspace, quotas: QuotaSnapshot, *, borrowing: bool) -> str:
     offering = workspace.offering
     ceiling = quotas.ceiling(workspace.team_id, offering.flavour, borrowing=borrowing)
     in_use = quotas.in_use(workspace.team_id, offering.flavour)
     kind = "guaranteed and borrowable" if borrowing else "guaranteed"
     return (
-        f"Waiting for team quota: {workspace.team.name} uses {_fmt(in_use)} of its {_fmt(ceiling)} {kind} "
+        f"{QUOTA_WAIT}: {workspace.team.name} uses {_fmt(in_use)} of its {_fmt(ceiling)} {kind} "
         f"{offering.flavour} GPU-equivalents and this needs {_fmt(workspace.gpu_equivalents)}."
     )
 

@@ -36,6 +36,16 @@ def _waiting_reason(pod: Mapping[str, Any]) -> str:
     return "starting"
 
 
+def _container_failure(pod: Mapping[str, Any]) -> str:
+    """What a failed container left as its termination message (e.g. CUDA's out-of-memory error on an MPS
+    share); the pod itself carries no reason when a container fails."""
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated") or {}
+        if terminated.get("exitCode") and terminated.get("message"):
+            return str(terminated["message"])
+    return ""
+
+
 def _pending(pod: Mapping[str, Any]) -> Observation:
     node = pod.get("spec", {}).get("nodeName") or ""
     if not node:
@@ -64,7 +74,7 @@ def observe_pod(pod: Mapping[str, Any] | None) -> Observation:
     if phase == "Succeeded":
         return Observation(State.STOPPED, "The notebook server exited.", node)
     reason = status.get("reason") or ""
-    message = status.get("message") or reason or "the container failed"
+    message = status.get("message") or _container_failure(pod) or reason or "the container failed"
     if reason == "DeadlineExceeded":
         return Observation(State.EXPIRED, "Reached the longest runtime the policy allows.", node)
     disrupted = _condition(pod, "DisruptionTarget")
@@ -84,8 +94,10 @@ def observe_job(job: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]
         if condition and condition.get("status") == "True":
             if condition.get("reason") == "DeadlineExceeded":
                 return Observation(State.EXPIRED, "Reached the longest runtime the policy allows.")
-            text = "Finished successfully." if state == State.SUCCEEDED else f"Failed: {condition.get('message')}"
-            return Observation(state, text)
+            if state == State.SUCCEEDED:
+                return Observation(state, "Finished successfully.")
+            failure = next((m for p in pods if (m := _container_failure(p))), "")  # what the Job does not say
+            return Observation(state, f"Failed: {condition.get('message')}" + (f" ({failure})" if failure else ""))
     live = [p for p in pods if p.get("status", {}).get("phase") in ("Pending", "Running")]
     nodes = sorted({p["spec"]["nodeName"] for p in live if p.get("spec", {}).get("nodeName")})
     ready = [p for p in live if (_condition(p, "Ready") or {}).get("status") == "True"]

@@ -129,11 +129,11 @@ def _refused(workspace: Workspace, failure: KubeError) -> None:
 # was five of its eight API calls. If the cluster then refuses a workspace's objects (a namespace or a
 # priority class went away: 404 or 403), forget them all and try once more before calling it a refusal.
 SHARED_OBJECTS_TTL = 300.0
-_shared_ensured: dict[tuple[str, str], float] = {}
+_shared_ensured: dict[tuple[str, str, str], float] = {}
 
 
 def _ensure_shared(kube: Kube, obj: Any) -> None:
-    key = (obj.kind, obj.metadata.name)
+    key = (obj.kind, obj.metadata.namespace or "", obj.metadata.name)
     if time.monotonic() - _shared_ensured.get(key, -SHARED_OBJECTS_TTL) < SHARED_OBJECTS_TTL:
         return
     kube.ensure(obj)
@@ -155,6 +155,8 @@ def _ensure_shared_objects(kube: Kube, team_slug: str) -> None:
 
 def _create_objects(kube: Kube, workspace: Workspace, spec: WorkspaceSpec, namespace: str) -> None:
     _ensure_shared_objects(kube, workspace.team.slug)
+    if spec.gpu is not None and spec.gpu.claim is not None:
+        _ensure_shared(kube, manifests.make_claim_template(workspace.team.slug, spec.gpu.claim))
     base_url = notebook_base_url(namespace, names.base_name(spec))
     for obj in manifests.objects_for(spec, token=jupyter_token(workspace), base_url=base_url):
         kube.ensure(obj)

@@ -7,7 +7,9 @@
   samples into hourly rows and their expiry (``loops/telemetry_retention.py``), and every minute the warning
   of workspaces near their runtime limit (``loops/runtime_warning.py``), and every
   ``BILLING_BUDGET_CHECK_SECONDS`` (300 s) the teams' budget thresholds (``portal/tasks.py``), and every
-  ``ALERT_CHECK_SECONDS`` (60 s) the operators' and leads' alerts (``portal/alerts/record.py``). Each entry
+  ``ALERT_CHECK_SECONDS`` (60 s) the operators' and leads' alerts (``portal/alerts/record.py``), and every
+  ``MIG_REPARTITION_INTERVAL_SECONDS`` (15 s) the MIG layouts that follow the queue
+  (``loops/mig_repartition.py``; the pass does nothing unless ``MIG_REPARTITION_ENABLED``). Each entry
   expires if not started within two periods (telemetry within one), so a busy worker skips stale runs
   instead of queueing them in front of provisioning.
 - Inside those: every cycle stops borrowers whose preemption notice ran out and ages the fair-share usage;
@@ -34,6 +36,7 @@ def beat_schedule(
     telemetry_interval: float,
     budget_interval: float = 300.0,
     alert_interval: float = 60.0,
+    mig_interval: float = 15.0,
 ) -> dict[str, dict[str, Any]]:
     return {
         # Operators' and leads' alerts (portal/tasks.py): their ``for`` periods are minutes, so is this.
@@ -67,6 +70,12 @@ def beat_schedule(
             "task": tasknames.RECONCILE,
             "schedule": reconcile_interval,
             "options": {"expires": 2 * reconcile_interval},
+        },
+        # A MIG change takes a few passes (drain, apply, watch); a late pass is skipped, never doubled.
+        "mig-repartition": {
+            "task": tasknames.REPARTITION_MIG,
+            "schedule": mig_interval,
+            "options": {"expires": mig_interval},
         },
         # Warnings are given minutes ahead (NOTIFY_RUNTIME_WARNING_MINUTES): once a minute is on time.
         "runtime-warning": {

@@ -13,6 +13,7 @@ RECONCILE = "scheduling.reconcile"
 COLLECT_TELEMETRY = "scheduling.collect_telemetry"
 COMPACT_TELEMETRY = "scheduling.compact_telemetry"
 WARN_RUNTIME = "scheduling.warn_runtime"
+REPARTITION_MIG = "scheduling.repartition_mig"
 
 # The control loops run on a queue of their own (see CELERY_TASK_ROUTES in portal/settings.py).
 CONTROL = (RUN_CYCLE, RECONCILE)

@@ -31,7 +31,7 @@ def shape_of(workspace: Workspace) -> tuple[PodShape, int]:
         return PodShape(cpu, mem), workspace.workers
     if offering.kind == GpuOffering.Kind.WHOLE:
         return PodShape(cpu, mem, count, MILLI, models), workspace.workers
-    if offering.kind == GpuOffering.Kind.SHARED:
+    if offering.kind in (GpuOffering.Kind.SHARED, GpuOffering.Kind.MPS):  # replicas alike
         milli = MILLI // max(offering.replicas, 1)
     else:  # a MIG slice: its compute share, rounded down so that the same slice in the replay covers it
         profile = gpus.get_model(offering.gpu_model).profile(offering.mig_profile)

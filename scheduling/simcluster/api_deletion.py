@@ -73,7 +73,8 @@ class ClusterDeletion(ClusterReads):
             if meta.get("finalizers") or policy == "Foreground":
                 return self._mark_deleting(rtype, obj, policy)
             removed = self._remove(rtype.store_key, obj, policy)
-            if rtype.store_key == "pods":
+            # Registries with ReturnDeletedObject answer with the object (the DRA ones do), others with a Status.
+            if rtype.store_key == "pods" or rtype.group == "resource.k8s.io":
                 return removed
             return {
                 "kind": "Status",

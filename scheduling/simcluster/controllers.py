@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduling.simcluster import defaults, device_plugin, jobs, kubelet, scheduler, telemetry
+from scheduling.simcluster import defaults, device_plugin, dra_claims, jobs, kubelet, mps, scheduler, telemetry
 from scheduling.simcluster.api import Cluster
 from scheduling.simcluster.api_deletion import TERMINAL_PHASES
 from scheduling.simcluster.capacity import Capacity
@@ -57,6 +57,7 @@ class Controllers:
         self.rng = random.Random(seed + 1)  # noqa: S311 - reproducible pod names, not secrets
         self.capacity = Capacity()
         self.nodes = NodeManager(cluster, spec, self.capacity, mig_delay_s=timings.mig_reconfigure_s)
+        self.claims = dra_claims.ClaimController(cluster, spec)
         self._start_delay = timedelta(seconds=timings.start_delay_s)
         self._wakeup = threading.Event()
         self._stopping = threading.Event()
@@ -76,12 +77,15 @@ class Controllers:
         self._armed: dict[str, datetime] = {}
         self._seq = 0
         self._last_sweep: datetime | None = None
+        self._claims_changed = False  # a claim or template changed: pods waiting on one may fit now
         self.store.add_listener(self._on_change)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
     def start(self) -> None:
         self.nodes.register_all()
+        self.claims.install()
+        self._publish_slices()
         self._thread = threading.Thread(target=self._loop, name="simcluster-controllers", daemon=True)
         self._thread.start()
 
@@ -97,6 +101,12 @@ class Controllers:
     def exclusive(self) -> threading.Lock:
         """Held while a pass runs: take it to change node state from another thread."""
         return self._pass_lock
+
+    def _publish_slices(self) -> None:
+        for name in sorted(self.claims.dra_nodes):
+            rendered = self.nodes.rendered(name)
+            if rendered is not None:
+                self.claims.publish(rendered)
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -146,6 +156,8 @@ class Controllers:
             self._dirty_nodes.add(meta["name"])
         elif change.resource == "jobs" and change.type != DELETED:
             self._dirty_jobs.add((meta["namespace"], meta["name"]))
+        elif change.resource in (dra_claims.CLAIMS, dra_claims.TEMPLATES):
+            self._claims_changed = True
         elif change.resource == "namespaces" and obj.get("status", {}).get("phase") == "Terminating":
             self._terminating.add(meta["name"])
         if change.type != DELETED and "foregroundDeletion" in (meta.get("finalizers") or ()):
@@ -173,6 +185,11 @@ class Controllers:
             for uid, seen in dirty_pods.items():
                 self._sync_pod(uid, seen)
             self.nodes.land_due_changes()
+            if self.claims.dra_nodes and (dirty_nodes or self.nodes.next_due() is not None):
+                self._publish_slices()
+            if self._claims_changed:
+                self._claims_changed = False
+                self._epoch += 1
             self._schedule_pending()
             self._run_kubelets()
             now = self.cluster.clock.now()
@@ -193,21 +210,30 @@ class Controllers:
             self._failed_attempt.pop(uid, None)
             if self.capacity.release(uid) is not None:
                 self._epoch += 1
+            self._release_claims(seen)
             return
         node_name = current["spec"].get("nodeName")
         if not node_name:
             # Pods for another scheduler wait for it (or for a Binding), as with the real kube-scheduler.
             ours = current["spec"].get("schedulerName", defaults.DEFAULT_SCHEDULER) == defaults.DEFAULT_SCHEDULER
             if ours and not current["metadata"].get("deletionTimestamp"):
+                if dra_claims.uses_claims(current):
+                    self.claims.ensure_template_claims(current)
                 self._unscheduled[uid] = (meta["namespace"], meta["name"])
             return
         self._unscheduled.pop(uid, None)
         if current.get("status", {}).get("phase") in TERMINAL_PHASES:
             if self.capacity.release(uid) is not None:
                 self._epoch += 1
+            self._release_claims(current)
         elif self.capacity.node_of(uid) is None and not current.get("status", {}).get("startTime"):
             self._admit(current, node_name)  # bound by the client itself (spec.nodeName or a Binding)
         self._arm(current, self.cluster.clock.now())
+
+    def _release_claims(self, pod: JSON) -> None:
+        if dra_claims.uses_claims(pod):
+            names = [n for n in self.claims.claim_names(pod).values() if n]
+            self.claims.release(pod["metadata"]["namespace"], pod["metadata"]["uid"], names)
 
     # -- scheduler --------------------------------------------------------------------------------
 
@@ -240,18 +266,19 @@ class Controllers:
     def _schedule_one(self, pod: JSON, now: datetime, nominated: list[JSON]) -> str | None:
         """One scheduling cycle; the node the pod was bound to, if any."""
         request = scheduler.pod_requests(pod)
+        claims = self.claims.node_filter(pod)[0] if dra_claims.uses_claims(pod) else None
         with self.store.lock:
             candidates = self.capacity.candidates(pod, request)
             decision = None
             if candidates:
                 keep = {n for p in nominated if (n := p.get("status", {}).get("nominatedNodeName"))}
                 views, usage = self.capacity.views(pod, candidates, request, keep)
-                decision = scheduler.schedule_pod(pod, views, usage, nominated_pods=nominated)
+                decision = scheduler.schedule_pod(pod, views, usage, nominated_pods=nominated, claims=claims)
             if decision is None or decision.node_name is None:
                 # Nothing fits at a glance: ask with the whole cluster, for the message and preemption.
                 all_nodes = [e.node for e in self.capacity.nodes.values()]
                 bound = [p for n in self.capacity.nodes for p in self.store.pods_on_node(n)]
-                decision = scheduler.schedule_pod(pod, all_nodes, bound, nominated_pods=nominated)
+                decision = scheduler.schedule_pod(pod, all_nodes, bound, nominated_pods=nominated, claims=claims)
             if decision.node_name is not None:
                 self._bind(pod, decision.node_name, now, announce=True)
                 return decision.node_name
@@ -320,6 +347,12 @@ class Controllers:
                 f"used: {entry.used.get(short, len(entry.pods))}, capacity: {entry.allocatable.get(short, 0)}"
             )
             return (f"OutOf{short}", message), ()
+        if dra_claims.uses_claims(pod):
+            # The scheduler's PreBind writes the allocation; the kubelet then prepares the claimed devices.
+            reserved = self.claims.reserve(pod, node_name, entry.devices)
+            if isinstance(reserved, str):
+                return ("UnexpectedAdmissionError", f"Allocate failed for resource claims: {reserved}"), ()
+            return None, reserved
         limits = {r: n for r, n in request.items() if device_plugin.is_gpu_resource(r) and n > 0}
         rendered = self.nodes.rendered(node_name)
         if not limits or rendered is None:
@@ -428,7 +461,12 @@ class Controllers:
             return
         node = self.store.get("nodes", "", pod["spec"]["nodeName"])
         update = kubelet.advance_pod(
-            pod, node, now, start_delay=self._start_delay, workload_speed=self.cluster.clock.workload_speed
+            pod,
+            node,
+            now,
+            start_delay=self._start_delay,
+            workload_speed=self.cluster.clock.workload_speed,
+            gpu_memory_limit_mib=self._mps_memory_limit(pod),
         )
         if update is None:
             self._arm(pod, now)
@@ -439,6 +477,12 @@ class Controllers:
         if update.status.get("phase") in TERMINAL_PHASES and self.capacity.release(meta["uid"]) is not None:
             self._epoch += 1
         self._arm(stored, now)
+
+    def _mps_memory_limit(self, pod: JSON) -> int | None:
+        """The pod's MPS client memory limit, when the device plugin gave it an MPS replica."""
+        use = self.capacity.use_of(pod["metadata"]["uid"])
+        rendered = self.nodes.rendered(pod["spec"]["nodeName"]) if use and use.devices else None
+        return mps.client_memory_limit_mib(rendered, use.devices) if rendered and use else None
 
     def _evict_from_not_ready_nodes(self, now: datetime) -> None:
         """The taint eviction controller: pods that stop tolerating a NoExecute taint are deleted."""
@@ -538,6 +582,9 @@ class Controllers:
                             parse_time(pod["status"].get("startTime") or meta["creationTimestamp"]), now
                         ),
                         busy_seconds=telemetry.busy_seconds_for_pod(meta.get("annotations")),
+                        gpu_memory_mib=mps.gpu_memory_asked_mib(meta.get("annotations")),
+                        memory_limit_mib=mps.client_memory_limit_mib(sim.rendered, use.devices),
+                        dra_claim=next(iter(filter(None, self.claims.claim_names(pod).values())), None),
                     )
                     holders.update(dict.fromkeys(use.devices, ref))
                 uses.extend(telemetry.device_uses(name, sim.rendered.devices, holders))

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scheduling.simcluster import defaults, jobs, quantity
+from scheduling.simcluster import defaults, dra_validation, jobs, quantity
 from scheduling.simcluster.clock import parse_time
 from scheduling.simcluster.errors import Cause, bad_request
 from scheduling.simcluster.errors import forbidden as forbidden_error
@@ -294,6 +294,11 @@ KINDS: dict[str, Kind] = {
     "events": Kind(_default_event, _validate_event),
     "secrets": Kind(lambda cluster, secret: {"type": "Opaque", **secret}),
     "poddisruptionbudgets": Kind(generation=True, status_subresource=True),
+    "deviceclasses": Kind(validate=dra_validation.validate_class, generation=True),
+    "resourceclaims": Kind(
+        dra_validation.default_claim, dra_validation.validate_claim, generation=True, status_subresource=True
+    ),
+    "resourceclaimtemplates": Kind(dra_validation.default_template, dra_validation.validate_template),
 }
 
 GENERIC = Kind()

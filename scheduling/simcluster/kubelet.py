@@ -5,8 +5,9 @@ annotation `sim.gpuportal.io/duration-seconds` behave like jobs: their container
 long with `sim.gpuportal.io/exit-code` (default 0), and restartPolicy decides what follows
 (Never: the pod ends; OnFailure: failed containers restart; Always: every exit restarts, with
 CrashLoopBackOff delays of 0, 10 s, 20 s, ... 5 min). Pods without it run until stopped, like
-notebooks. `spec.activeDeadlineSeconds` counts from status.startTime. Container logs are
-:mod:`~scheduling.simcluster.pod_logs`.
+notebooks. `spec.activeDeadlineSeconds` counts from status.startTime. On an MPS-shared GPU a workload that
+allocates more than its client's memory limit fails as it starts (:mod:`~scheduling.simcluster.mps`).
+Container logs are :mod:`~scheduling.simcluster.pod_logs`.
 
 advance_pod() replays every transition that is due up to `now` at its own due time, so the result
 does not depend on how often the caller ticks. Nothing here mutates its input.
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from scheduling.simcluster import mps
 from scheduling.simcluster.defaults import format_time, parse_time, qos_class
 from scheduling.simcluster.patch import clone
 from scheduling.simcluster.scheduler import effective_taints, make_event, node_ready_status, tolerates
@@ -218,19 +220,22 @@ def _running(pod: Mapping[str, Any], container: Mapping[str, Any], at: datetime,
     return out
 
 
-def _terminate(container_status: Obj, at: datetime, exit_code: int, reason: str | None = None) -> None:
+def _terminate(
+    container_status: Obj, at: datetime, exit_code: int, reason: str | None = None, message: str | None = None
+) -> None:
     """Move a running (or waiting) container to terminated at `at`."""
     running = container_status["state"].get("running")
     started = running["startedAt"] if running else format_time(at)
-    container_status["state"] = {
-        "terminated": {
-            "exitCode": exit_code,
-            "reason": reason or ("Completed" if exit_code == 0 else "Error"),
-            "startedAt": started,
-            "finishedAt": format_time(at),
-            "containerID": container_status.get("containerID", ""),
-        }
+    terminated: Obj = {
+        "exitCode": exit_code,
+        "reason": reason or ("Completed" if exit_code == 0 else "Error"),
+        "startedAt": started,
+        "finishedAt": format_time(at),
+        "containerID": container_status.get("containerID", ""),
     }
+    if message:
+        terminated["message"] = message  # what the kubelet reads from the termination log or the log's tail
+    container_status["state"] = {"terminated": terminated}
     container_status["ready"] = False
     container_status["started"] = False
 
@@ -273,6 +278,8 @@ def status_on_bind(pod: Mapping[str, Any], node_name: str, now: datetime, *, hos
     }
     if init:
         status["initContainerStatuses"] = [_waiting(c, "PodInitializing") for c in init]
+    if claims := (pod.get("status") or {}).get("resourceClaimStatuses"):
+        status["resourceClaimStatuses"] = claims  # written by the resourceclaim controller before scheduling
     _set_conditions(status, [*_phase_conditions(pod, status, now), _condition("PodScheduled", "True", now)])
     return status
 
@@ -284,8 +291,11 @@ def advance_pod(
     *,
     start_delay: timedelta,
     workload_speed: float = 1.0,
+    gpu_memory_limit_mib: int | None = None,
 ) -> PodUpdate | None:
     """Every transition due by `now`, or None when nothing changes.
+
+    ``gpu_memory_limit_mib`` is the pod's MPS client memory limit, when it holds an MPS replica.
 
     Terminal and unbound pods never change. On a node that is not Ready nothing progresses (the
     API cannot hear from the kubelet) and the pod's Ready condition turns False, as the node
@@ -302,7 +312,8 @@ def advance_pod(
         return _mark_not_ready(status, now)
     working = clone(dict(status))
     events: list[KubeletEvent] = []
-    while (step := _next_step(pod, working, start_delay, workload_speed)) is not None and step[0] <= now:
+    oom = mps.out_of_memory(gpu_memory_limit_mib, (pod.get("metadata") or {}).get("annotations"))
+    while (step := _next_step(pod, working, start_delay, workload_speed, oom)) is not None and step[0] <= now:
         at, action = step
         events += action(pod, working, at, node)
     if working.get("phase") == "Running":
@@ -327,7 +338,7 @@ _Action = Callable[[Mapping[str, Any], Obj, datetime, Mapping[str, Any] | None],
 
 
 def _next_step(
-    pod: Mapping[str, Any], status: Obj, start_delay: timedelta, workload_speed: float = 1.0
+    pod: Mapping[str, Any], status: Obj, start_delay: timedelta, workload_speed: float = 1.0, oom: str | None = None
 ) -> tuple[datetime, _Action] | None:
     """The earliest pending transition; the deadline wins ties."""
     phase = status.get("phase")
@@ -342,7 +353,7 @@ def _next_step(
         steps.append((start_time + start_delay, 1, _start))
     else:
         for container_status in status.get("containerStatuses") or []:
-            due = _container_due(pod, container_status, workload_speed)
+            due = _container_due(pod, container_status, workload_speed, oom)
             if due is not None:
                 steps.append((due[0], 1, due[1]))
     if not steps:
@@ -359,9 +370,11 @@ def duration_seconds(pod: Mapping[str, Any], workload_speed: float = 1.0) -> flo
 
 
 def _container_due(
-    pod: Mapping[str, Any], container_status: Mapping[str, Any], workload_speed: float = 1.0
+    pod: Mapping[str, Any], container_status: Mapping[str, Any], workload_speed: float = 1.0, oom: str | None = None
 ) -> tuple[datetime, _Action] | None:
     state = container_status["state"]
+    if "running" in state and oom is not None:  # its first allocation fails
+        return parse_time(state["running"]["startedAt"]), _out_of_memory(oom)
     duration = duration_seconds(pod, workload_speed)
     if "running" in state and duration is not None:
         started = parse_time(state["running"]["startedAt"])
@@ -426,14 +439,27 @@ def _exit_code(pod: Mapping[str, Any]) -> int:
 
 def _finish(pod: Mapping[str, Any], status: Obj, at: datetime, node: Mapping[str, Any] | None) -> list[KubeletEvent]:
     """The simulated workload ends: restart the containers or end the pod, per restartPolicy."""
-    code = _exit_code(pod)
+    return _exit(pod, status, at, _exit_code(pod))
+
+
+def _out_of_memory(message: str) -> _Action:
+    def action(pod: Mapping[str, Any], status: Obj, at: datetime, node: Mapping[str, Any] | None) -> list[KubeletEvent]:
+        return _exit(pod, status, at, mps.OOM_EXIT_CODE, message)
+
+    return action
+
+
+def _exit(
+    pod: Mapping[str, Any], status: Obj, at: datetime, code: int, message: str | None = None
+) -> list[KubeletEvent]:
+    """The running containers exit with ``code``; they restart or the pod ends, per restartPolicy."""
     policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
     restart = policy == "Always" or (policy == "OnFailure" and code != 0)
     events: list[KubeletEvent] = []
     for container_status in status["containerStatuses"]:
         if "running" not in container_status["state"]:
             continue
-        _terminate(container_status, at, code)
+        _terminate(container_status, at, code, message=message)
         if restart:
             events += _schedule_restart(pod, container_status, at)
     if not restart:

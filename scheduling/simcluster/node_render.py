@@ -379,9 +379,13 @@ def render_node(
             labels[MIG_STATE_LABEL] = mig_config_state
         if plugin_config is not None:
             labels[PLUGIN_CONFIG_LABEL] = plugin_config
-        gcap, galloc = _gpu_resources(devices, plugin)
-        capacity |= {k: str(gcap[k]) for k in sorted(gcap)}
-        allocatable |= {k: str(galloc[k]) for k in sorted(galloc)}
+        if spec.dra:
+            # The operator's DRA install turns the device plugin off: GPUs are ResourceSlice devices instead.
+            labels["nvidia.com/gpu.deploy.device-plugin"] = "false"
+        else:
+            gcap, galloc = _gpu_resources(devices, plugin)
+            capacity |= {k: str(gcap[k]) for k in sorted(gcap)}
+            allocatable |= {k: str(galloc[k]) for k in sorted(galloc)}
     for res in previous_resources:
         capacity.setdefault(res, "0")
         allocatable.setdefault(res, "0")

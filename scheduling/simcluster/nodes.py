@@ -46,6 +46,8 @@ Cluster file format (YAML; ``clusters/demo.yaml`` is the worked example)::
         gpu: {model: A100-SXM4-80GB, count: 8}   # model: a key of scheduling.engine.gpus.MODELS
         migConfig: all-balanced   # initial nvidia.com/mig.config (MIG-capable parts; default all-disabled)
         pluginConfig: ts-4        # initial nvidia.com/device-plugin.config (optional)
+        gpuDriver: dra            # optional: the NVIDIA DRA driver publishes this node's GPUs as ResourceSlice
+                                  #   devices instead of the device plugin (default device-plugin; facts doc 4.3)
         labels: {team: ml}        # extra labels
         taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
 
@@ -141,6 +143,7 @@ class NodeSpec:
     arch: str = "amd64"
     instance_type: str | None = None
     ephemeral_storage: str = "1800Gi"
+    dra: bool = False  # GPUs published by the DRA driver; the device plugin does not run here (facts doc 4.3)
 
     @property
     def model(self) -> GpuModel | None:
@@ -254,6 +257,12 @@ def _mig_entries(name: str, raw: Any) -> tuple[MigConfigEntry, ...]:
     return tuple(out)
 
 
+def _gpu_driver(value: Any) -> str:
+    if value not in ("device-plugin", "dra"):
+        raise ValueError(f"gpuDriver must be device-plugin or dra, not {value!r}")
+    return str(value)
+
+
 def _node_spec(raw: Any) -> NodeSpec:
     try:
         gpu = raw.get("gpu") or {}
@@ -278,6 +287,7 @@ def _node_spec(raw: Any) -> NodeSpec:
             arch=str(raw.get("arch", "amd64")),
             instance_type=raw.get("instanceType"),
             ephemeral_storage=str(raw.get("ephemeralStorage", "1800Gi")),
+            dra=_gpu_driver(raw.get("gpuDriver", "device-plugin")) == "dra",
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ClusterFileError(f"bad node entry {raw!r}: {exc!r}") from exc

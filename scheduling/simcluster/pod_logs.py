@@ -35,6 +35,8 @@ def pod_log_lines(pod: Mapping[str, Any], now: datetime, container: str | None =
     spec_container: Obj = next((c for c in spec_containers if c["name"] == found["name"]), {})
     image = spec_container.get("image", "")
     seed = f"{(pod.get('metadata') or {}).get('uid')}/{found['name']}/{found.get('restartCount', 0)}"
+    if run.get("message"):  # the workload died of what the kubelet recorded (e.g. an MPS out-of-memory error)
+        return [f"{_log_stamp(ended)} ERROR {run['message']}"]
     if "jupyter" in image or "notebook" in image:
         lines = _jupyter_lines(pod, started, min(ended, now), seed)
     else:

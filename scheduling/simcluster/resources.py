@@ -68,6 +68,11 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, ("ev",), storage="events"),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
+    # Dynamic Resource Allocation, GA in 1.34 (facts doc 4.1); resourceslices are written by the driver.
+    ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, subresources=("status",)),
+    ResourceType("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
+    ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
     ResourceType(
         "policy",
         "v1",

@@ -35,6 +35,7 @@ from scheduling.simcluster.selectors import match_node_selector_term, match_node
 
 Obj = dict[str, Any]
 PriorityOf = Callable[[Mapping[str, Any]], int]
+ClaimsFilter = Callable[[str], str | None]  # node name -> why the pod's ResourceClaims cannot be allocated there
 Resources = dict[str, int]  # cpu in millicores, everything else in whole units (bytes, devices)
 
 # Filter reasons, exactly as kube-scheduler 1.34 words them. The taint reason no longer names the
@@ -252,7 +253,9 @@ def _fit(request: Resources, allocatable: Resources, pods: Sequence[Mapping[str,
     return _Status(tuple(reasons), resolvable) if reasons else None
 
 
-def _filter(pod: Mapping[str, Any], request: Resources, state: _NodeState) -> _Status | None:
+def _filter(
+    pod: Mapping[str, Any], request: Resources, state: _NodeState, claims: ClaimsFilter | None = None
+) -> _Status | None:
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
     if (state.node.get("spec") or {}).get("unschedulable") and not any(
         tolerates(t, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}) for t in tolerations
@@ -262,7 +265,12 @@ def _filter(pod: Mapping[str, Any], request: Resources, state: _NodeState) -> _S
         return _Status((UNTOLERATED_TAINT,), False)
     if not matches_node_affinity(pod, state.node):
         return _Status((AFFINITY_MISMATCH,), False)
-    return _fit(request, state.allocatable, [*state.pods, *state.nominated])
+    fit = _fit(request, state.allocatable, [*state.pods, *state.nominated])
+    if fit is not None or claims is None:
+        return fit
+    # DynamicResources runs after the resource filters; preemption is not tried for its failures here.
+    reason = claims(state.name)
+    return None if reason is None else _Status((reason,), False)
 
 
 def _histogram(reasons: Iterable[str]) -> str:
@@ -408,6 +416,7 @@ def schedule_pod(
     priority_of: PriorityOf | None = None,
     *,
     nominated_pods: Iterable[Mapping[str, Any]] = (),
+    claims: ClaimsFilter | None = None,
 ) -> Decision:
     """One scheduling cycle for a pending pod.
 
@@ -415,6 +424,7 @@ def schedule_pod(
     nominated_pods: pending pods carrying status.nominatedNodeName; those at least as important as
     this pod hold their node's room, as kube-scheduler's nominator does.
     priority_of defaults to spec.priority (set by default_pod's Priority admission).
+    claims: the DynamicResources filter for a pod with spec.resourceClaims.
     """
     priority_of = priority_of or pod_priority
     if not nodes:
@@ -431,7 +441,7 @@ def schedule_pod(
             states[node_name].nominated.append(dict(other))
 
     request = pod_requests(pod)
-    statuses = {name: _filter(pod, request, state) for name, state in states.items()}
+    statuses = {name: _filter(pod, request, state, claims) for name, state in states.items()}
     feasible = [states[name] for name, status in statuses.items() if status is None]
     if feasible:
         nominated = (pod.get("status") or {}).get("nominatedNodeName")

@@ -196,6 +196,18 @@ class PodRef:
     profile: WorkloadProfile
     started_at: datetime
     busy_seconds: float | None = None
+    gpu_memory_mib: int | None = None  # what the workload says it allocates (sim.gpuportal.io/gpu-memory-mib)
+    memory_limit_mib: int | None = None  # its MPS client's pinned memory limit, on an MPS share
+    dra_claim: str | None = None  # the ResourceClaim its device came with (DRA), in the pod's namespace
+
+
+def _fb_fraction(pod: PodRef, a: Activity, total: int) -> float:
+    """The pod's share of the device's ``total`` MiB: what its workload declares, else its profile's share of
+    the memory it may use (an MPS client's limit, else the whole device)."""
+    if pod.gpu_memory_mib is None and pod.memory_limit_mib is None:
+        return a.fb_fraction
+    usable = min(pod.memory_limit_mib or total, total)
+    return (min(pod.gpu_memory_mib, usable) if pod.gpu_memory_mib is not None else a.fb_fraction * usable) / total
 
 
 @dataclass(frozen=True)
@@ -310,16 +322,18 @@ def _labels(
     out += [(hostname_label, use.node_name), ("DCGM_FI_DRIVER_VERSION", driver_version)]
     if with_pod and pod is not None:
         out += [("container", pod.container), ("namespace", pod.namespace), ("pod", pod.name)]
+        if pod.dra_claim:  # KUBERNETES_ENABLE_DRA=true (facts doc 6)
+            out += [("dra_claim_name", pod.dra_claim), ("dra_claim_namespace", pod.namespace)]
     return tuple(out)
 
 
-def _load(use: DeviceUse, seed: int, at: datetime) -> tuple[float, float]:
+def _load(use: DeviceUse, seed: int, at: datetime, total: int) -> tuple[float, float]:
     """(graphics-engine activity, memory fraction) summed over the pods sharing the device, capped."""
     gr = fb = 0.0
     for p in use.pods:
         a = activity(p.profile, seed=seed, pod_uid=p.uid, started_at=p.started_at, at=at, busy_seconds=p.busy_seconds)
         gr += a.gr_engine_active
-        fb += a.fb_fraction
+        fb += _fb_fraction(p, a, total)
     return min(gr, 1.0), min(fb, 0.97)
 
 
@@ -347,7 +361,8 @@ def render_metrics(
     for use in uses:
         d = use.device
         model = gpus.get_model(d.model)
-        gr, fb = _load(use, seed, at)
+        total = model.memory_mib if use.mig is None else use.mig.memory_mib
+        gr, fb = _load(use, seed, at, total)
         key = (use.node_name, d.index)
         if d.mig is None:
             parents[key] = (use, gr)
@@ -359,7 +374,6 @@ def render_metrics(
                 continue
             share = model.profile(use.mig.profile).compute_slices / gpus.COMPUTE_SLICES
             parents[key] = (prev[0], prev[1] + gr * share)
-        total = model.memory_mib if use.mig is None else use.mig.memory_mib
         reserved = round(total * 0.0066) if use.mig is None else 0
         used = round(fb * total)
         per_process = virtual_gpus and use.mig is None and len(use.pods) > 1
@@ -369,7 +383,7 @@ def render_metrics(
             if per_process and pod is not None:
                 a = activity(pod.profile, seed=seed, pod_uid=pod.uid, started_at=pod.started_at, at=at,
                              busy_seconds=pod.busy_seconds)  # fmt: skip
-                own_gr, own_fb = min(a.gr_engine_active, 1.0), round(min(a.fb_fraction, 0.97) * total)
+                own_gr, own_fb = min(a.gr_engine_active, 1.0), round(min(_fb_fraction(pod, a, total), 0.97) * total)
             series["DCGM_FI_DEV_FB_FREE"].append(_Series("DCGM_FI_DEV_FB_FREE", labels, total - reserved - used))
             series["DCGM_FI_DEV_FB_USED"].append(_Series("DCGM_FI_DEV_FB_USED", labels, own_fb))
             series["DCGM_FI_DEV_FB_RESERVED"].append(_Series("DCGM_FI_DEV_FB_RESERVED", labels, reserved))

@@ -397,6 +397,7 @@ def _sample(param: str, position: int, kind: str | None, namespaced: bool) -> An
         "labels": {"example.org/a": "b"},
         "label_selector": "",
         "resource_version": "1",
+        "unschedulable": True,
     }
     if param not in samples:
         raise ScanError(f"no sample value for Kube parameter {param!r}; add one")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.test import Client
 
+from portal.models import AuditEvent
 from scheduling.kube.client import reset_client
+from scheduling.loops import mig_repartition
 from scheduling.simcluster.testing import SimCluster
 from tests.catalogue import set_quota
 from tests.conftest import Org
@@ -29,3 +31,32 @@ def test_others_may_not_see_it(org: Org) -> None:
     client = Client()
     client.force_login(org.lead)
     assert client.get("/cluster/").status_code == 403
+
+
+def test_operators_see_recent_mig_repartitions_with_the_reason(org: Org, settings) -> None:
+    settings.KUBECONFIG = ""  # the page still renders without a cluster; the table comes from the audit log
+    settings.MIG_REPARTITION_ENABLED = True
+    reset_client()
+    AuditEvent.objects.create(
+        action=mig_repartition.STARTED, target_type="node", target_id="gpu-h100-1", before={"config": "all-disabled"},
+        after={"config": "all-1g.10gb", "reason": "queued and unserved: 10 x mig-1g.10gb"},
+    )  # fmt: skip
+    AuditEvent.objects.create(
+        action=mig_repartition.SUCCEEDED, target_type="node", target_id="gpu-h100-1",
+        before={"config": "all-disabled"}, after={"config": "all-1g.10gb", "devices": {"nvidia.com/mig-1g.10gb": 56}},
+    )  # fmt: skip
+    AuditEvent.objects.create(
+        action=mig_repartition.FAILED, target_type="node", target_id="gpu-h100-0", before={"config": "all-disabled"},
+        after={"config": "all-disabled", "wanted": "all-1g.10gb", "reason": "GPU pods reached the node"},
+    )  # fmt: skip
+    AuditEvent.objects.create(action="quota.set", target_type="team", target_id="1")  # not a repartition
+    client = Client()
+    client.force_login(org.operator)
+    page = client.get("/cluster/").content.decode()
+    table = page.split('id="repartitions"')[1].split("</table>")[0]
+    assert table.count("<tr") == 4  # the header and three events, newest first
+    assert table.index("GPU pods reached the node") < table.index("mig-1g.10gb: 56") < table.index("10 x mig")
+    assert "<td>gpu-h100-0</td><td>failed</td><td>all-disabled → all-1g.10gb</td>" in table
+    assert "<td>gpu-h100-1</td><td>succeeded</td><td>all-disabled → all-1g.10gb</td>" in table
+    assert "quota.set" not in table
+    reset_client()

@@ -13,7 +13,7 @@ from scheduling.planning import history
 from tests.catalogue import demo_nodes, install_offerings
 from tests.conftest import Org
 from tests.scheduling.test_admission import make_workspace
-from workspaces.models import Workspace
+from workspaces.models import GpuOffering, Workspace
 
 
 @pytest.fixture
@@ -64,3 +64,13 @@ def test_the_command_replays_history_on_the_cluster_and_a_bigger_one(
     with pytest.raises(CommandError, match="No workspace requests"):
         Workspace.objects.all().delete()
         call_command("whatif_history")
+
+
+def test_an_mps_share_replays_as_a_replica_of_its_gpu(org: Org) -> None:
+    share = GpuOffering.objects.create(
+        slug="a100-mps-4", display_name="A100, 1/4 MPS share", kind="mps", gpu_model="A100-SXM4-40GB",
+        resource_name="nvidia.com/gpu", replicas=4, memory_cap_mib=10240, active_thread_percentage=25,
+        gpu_equivalents="0.25", allowed_counts=[1],
+    )  # fmt: skip
+    shape, pods = history.shape_of(make_workspace(org, share, 1, name="mps"))
+    assert (shape.num_gpu, shape.gpu_milli, pods) == (1, 250, 1)

@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from scheduling.discovery import propose_offerings
+from scheduling.kube.calls import PermanentKubeError
 from scheduling.kube.client import kube
 from workspaces.models import GpuOffering
 
@@ -16,7 +17,14 @@ class Command(BaseCommand):
         parser.add_argument("--apply", action="store_true", help="Write the proposals (default: print only).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        proposals = propose_offerings(kube().list("Node", None, ""))
+        cluster = kube()
+        try:
+            slices = cluster.list("ResourceSlice", None, "")
+        except PermanentKubeError as exc:
+            if exc.status != 404:
+                raise
+            slices = []  # a cluster without DRA (before Kubernetes 1.34, or with it turned off)
+        proposals = propose_offerings(cluster.list("Node", None, ""), slices)
         with transaction.atomic():
             for proposal in proposals:
                 fields = asdict(proposal)
