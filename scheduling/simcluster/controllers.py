@@ -266,7 +266,10 @@ class Controllers:
     def _schedule_one(self, pod: JSON, now: datetime, nominated: list[JSON]) -> str | None:
         """One scheduling cycle; the node the pod was bound to, if any."""
         request = scheduler.pod_requests(pod)
-        claims = self.claims.node_filter(pod)[0] if dra_claims.uses_claims(pod) else None
+        claims = None
+        if dra_claims.uses_claims(pod):
+            pod = self.claims.ensure_template_claims(pod)  # its template may have come after the pod
+            claims = self.claims.node_filter(pod)
         with self.store.lock:
             candidates = self.capacity.candidates(pod, request)
             decision = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Container, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scheduling.simcluster import dra_allocation, dra_devices
@@ -37,6 +38,13 @@ CLASSES = "deviceclasses"
 TEMPLATES = "resourceclaimtemplates"
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
 MAX_RESERVED = 256
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    devices: dict[str, list[dra_allocation.Device]]  # node -> its published devices
+    classes: dict[str, JSON]  # DeviceClass name -> object
+    in_use: dict[str, set[tuple[str, str, str]]]  # node -> (driver, pool, device) held by allocated claims
 
 
 def pod_claim_entries(pod: Mapping[str, Any]) -> list[JSON]:
@@ -173,20 +181,22 @@ class ClaimController:
             claims.append(claim)
         return claims
 
-    def _in_use(self, node_name: str) -> set[tuple[str, str, str]]:
-        used: set[tuple[str, str, str]] = set()
+    def _snapshot(self) -> _Snapshot:
+        """The devices, classes and allocations one scheduling attempt decides on, read once."""
+        devices: dict[str, list[dra_allocation.Device]] = {}
+        for s in self.cluster.list_objects(SLICES):
+            devices.setdefault(s["spec"].get("nodeName", ""), []).extend(dra_allocation.slice_devices([s]))
+        in_use: dict[str, set[tuple[str, str, str]]] = {}
         for claim in self.cluster.list_objects(CLAIMS):
-            if dra_allocation.allocated_node(claim) == node_name:
-                used.update(dra_allocation.allocated_devices(claim))
-        return used
-
-    def _plan(self, claims: list[JSON], node_name: str) -> dict[str, JSON]:
-        """New allocations (claim name -> allocation) that make every claim usable on the node."""
-        devices = dra_allocation.slice_devices(
-            [s for s in self.cluster.list_objects(SLICES) if s["spec"].get("nodeName") == node_name]
-        )
+            if (node := dra_allocation.allocated_node(claim)) is not None:
+                in_use.setdefault(node, set()).update(dra_allocation.allocated_devices(claim))
         classes = {c["metadata"]["name"]: c for c in self.cluster.list_objects(CLASSES)}
-        in_use = self._in_use(node_name)
+        return _Snapshot(devices, classes, in_use)
+
+    def _plan(self, claims: list[JSON], node_name: str, snapshot: _Snapshot) -> dict[str, JSON]:
+        """New allocations (claim name -> allocation) that make every claim usable on the node."""
+        devices = snapshot.devices.get(node_name, [])
+        in_use = set(snapshot.in_use.get(node_name, ()))
         plans: dict[str, JSON] = {}
         for claim in claims:
             pinned = dra_allocation.allocated_node(claim)
@@ -194,30 +204,29 @@ class ClaimController:
                 if pinned != node_name:
                     raise AllocationError(dra_allocation.CANNOT_ALLOCATE)
                 continue
-            allocation = dra_allocation.allocate(claim, classes, devices, frozenset(in_use), node_name)
+            allocation = dra_allocation.allocate(claim, snapshot.classes, devices, frozenset(in_use), node_name)
             in_use.update((r["driver"], r["pool"], r["device"]) for r in allocation["devices"]["results"])
             plans[claim["metadata"]["name"]] = allocation
         return plans
 
-    def node_filter(self, pod: Mapping[str, Any]) -> tuple[Callable[[str], str | None], str | None]:
-        """(node name -> why the pod's claims cannot be allocated there, or None; a reason for every node)."""
+    def node_filter(self, pod: Mapping[str, Any]) -> Callable[[str], str | None]:
+        """The DynamicResources filter for one scheduling attempt: node name -> why the pod's claims cannot
+        be allocated there, or None."""
         claims = self._claims(pod)
         if isinstance(claims, str):
-            return (lambda node: claims), claims
-        allocated_nodes = {n for c in claims if (n := dra_allocation.allocated_node(c))}
-        if len(allocated_nodes) > 1:
-            return (lambda node: dra_allocation.CANNOT_ALLOCATE), None
+            return lambda node: claims
+        if len({n for c in claims if (n := dra_allocation.allocated_node(c))}) > 1:
+            return lambda node: dra_allocation.CANNOT_ALLOCATE
+        snapshot = self._snapshot()
 
         def check(node_name: str) -> str | None:
-            if node_name not in self.dra_nodes and any(not dra_allocation.allocated_node(c) for c in claims):
-                return dra_allocation.CANNOT_ALLOCATE
             try:
-                self._plan(claims, node_name)
+                self._plan(claims, node_name, snapshot)
             except AllocationError as exc:
                 return str(exc)
             return None
 
-        return check, None
+        return check
 
     def reserve(
         self, pod: Mapping[str, Any], node_name: str, held: Container[DeviceRef]
@@ -231,7 +240,7 @@ class ClaimController:
         if isinstance(claims, str):
             return claims
         try:
-            plans = self._plan(claims, node_name)
+            plans = self._plan(claims, node_name, self._snapshot())
         except AllocationError as exc:
             return str(exc)
         meta = pod["metadata"]

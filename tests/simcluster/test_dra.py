@@ -380,3 +380,19 @@ def test_what_the_driver_and_the_controllers_write_validates_against_the_strict_
         for obj in objects:
             body = api.sanitize_for_serialization(obj)
             assert validation.check_schema(body, rtype) == [], (plural, body["metadata"]["name"])
+
+
+def test_a_pod_waits_for_its_template_and_runs_once_it_exists(
+    v1: client.CoreV1Api, resource: client.ResourceV1Api, namespace: str
+) -> None:
+    v1.create_namespaced_pod(namespace, _pod("early", {"resourceClaimTemplateName": "later"}))
+    wait_for(
+        lambda: any(
+            c.reason == "Unschedulable" and 'waiting for resource claim of entry "gpu"' in c.message
+            for c in v1.read_namespaced_pod("early", namespace).status.conditions or []
+        ),
+        what="the pod to wait for its claim",
+    )
+    request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+    resource.create_namespaced_resource_claim_template(namespace, _template("later", request))
+    wait_for_phase(v1, namespace, "early", "Running")
