@@ -140,4 +140,7 @@ def spec_for(workspace: Workspace) -> WorkspaceSpec:
             simulated_seconds if simulated_seconds and workspace.kind == Workspace.Kind.JOB else None
         ),
         simulated_gpu_memory_mib=int(gpu_memory.group()) if gpu_memory else None,
+        elastic=(workspace.min_workers, workspace.max_workers)
+        if workspace.min_workers is not None and workspace.max_workers is not None
+        else None,
     )

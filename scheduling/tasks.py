@@ -14,6 +14,7 @@ from scheduling.kube.calls import TransientKubeError
 from scheduling.kube.client import kube
 from scheduling.loops import (
     cycle,
+    elastic,
     idle,
     mig_repartition,
     passes,
@@ -52,6 +53,11 @@ def provision_workspace(workspace_id: int) -> None:
 @shared_task(name=tasknames.PROVISION_MANY)
 def provision_workspaces(workspace_ids: list[int]) -> int:
     return provisioning.provision_many(kube(), workspace_ids)
+
+
+@shared_task(name=tasknames.SCALE_JOB, **RETRY)
+def scale_job(workspace_id: int) -> int | None:
+    return elastic.scale(kube(), workspace_id)
 
 
 @shared_task(name=tasknames.TEARDOWN, **RETRY)

@@ -85,7 +85,10 @@ def do_request_workspace(user: Any, data: dict[str, Any]) -> Workspace:
         owner=user,
         offering=offering,
         gpu_count=data["gpu_count"],
-        workers=data["workers"],
+        # Elastic: ``workers`` is the size it holds now, from its minimum up to the most it asked for.
+        workers=data.get("min_workers") or data["workers"],
+        min_workers=data.get("min_workers"),
+        max_workers=data["workers"] if data.get("min_workers") else None,
         image=data["image"],
         command=data["command"],
         env=data["env"],
@@ -142,7 +145,7 @@ def do_resume(user: Any, workspace: Workspace) -> Workspace:
         workspace.offering,
         workspace.kind,
         runtime // 3600,
-        workspace.gpu_equivalents,
+        workspace.elastic_restart_fields().get("gpu_equivalents", workspace.gpu_equivalents),
     )
     if errors:
         raise ValidationError(errors)
@@ -160,6 +163,7 @@ def do_resume(user: Any, workspace: Workspace) -> Workspace:
         finished_at=None,
         kept_alive_until=None,  # a new run: the policy's keep-alives anew, no idle marks
         keep_alives_used=0,
+        **workspace.elastic_restart_fields(),  # an elastic job starts again at its minimum
         idle_warned_at=None,
         flagged_stuck_at=None,
         runtime_warned_at=None,

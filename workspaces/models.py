@@ -359,6 +359,25 @@ def kind_problems(kind: str, *, workers: int, command: list[str]) -> dict[str, s
     return {}
 
 
+# Timeline events (``details["event"]``) of an elastic job's size: a change made, and a shrink under notice.
+ELASTIC_SIZE_EVENT = "elastic_size"
+SHRINK_NOTICE_EVENT = "shrink_notice"
+
+
+def elastic_problems(kind: str, offering: GpuOffering, *, min_workers: int | None, max_workers: int) -> dict[str, str]:
+    """What an elastic request (``min_workers`` set; ``max_workers`` its most workers) may not be, by field:
+    only training jobs on whole GPUs scale, from at least one worker up to their maximum."""
+    if min_workers is None:
+        return {}
+    if kind != Workspace.Kind.JOB:
+        return {"min_workers": "Only training jobs are elastic."}
+    if offering.kind != GpuOffering.Kind.WHOLE:
+        return {"min_workers": "Elastic jobs run on whole GPUs."}
+    if not 1 <= min_workers <= max_workers:
+        return {"min_workers": f"Between 1 and the most workers ({max_workers})."}
+    return {}
+
+
 class Workspace(models.Model):
     """A researcher's notebook or training job, from request to its end."""
 
@@ -426,6 +445,19 @@ class Workspace(models.Model):
     max_runtime_seconds = models.PositiveIntegerField()
     home_volume_gib = models.PositiveSmallIntegerField(default=10)
     gpu_equivalents = models.DecimalField(max_digits=8, decimal_places=4, help_text="Weight for quota, all workers.")
+    # Elastic training jobs (docs/elastic-jobs.md): both set, or neither. ``workers`` is then the size the job
+    # holds now (what quota, placement and the Job's parallelism follow), between the two; it starts at the
+    # minimum, grows into idle capacity and shrinks back when a lender needs its quota.
+    min_workers = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Elastic jobs: the fewest workers it runs with (its guaranteed part)."
+    )
+    max_workers = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Elastic jobs: the most workers it grows to on idle capacity."
+    )
+    # A shrink under notice: the job keeps ``workers`` (and their quota) until ``shrink_at``, then goes to
+    # ``shrink_to`` (scheduling/loops/elastic.py).
+    shrink_to = models.PositiveSmallIntegerField(null=True, blank=True)
+    shrink_at = models.DateTimeField(null=True, blank=True)
 
     priority = models.CharField(max_length=16, choices=Priority.choices, default=Priority.NORMAL)
     borrowing = models.BooleanField(default=False, help_text="Admitted beyond the team's guarantee (preemptible).")
@@ -464,12 +496,61 @@ class Workspace(models.Model):
     class Meta:
         ordering = ("-created_at", "-id")
         indexes = [models.Index(fields=("team", "state"))]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(min_workers__isnull=True) & Q(max_workers__isnull=True) & Q(shrink_to__isnull=True))
+                | (
+                    Q(min_workers__gte=1, min_workers__lte=F("workers"), max_workers__gte=F("workers"))
+                    & (Q(shrink_to__isnull=True) | Q(shrink_to__gte=F("min_workers"), shrink_to__lt=F("workers")))
+                ),
+                name="workspace_elastic_range",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display()}, {self.state})"
 
+    @property
+    def is_elastic(self) -> bool:
+        return self.max_workers is not None
+
+    def gpu_equivalents_for(self, workers: int) -> Decimal:
+        """The quota weight of ``workers`` of this workspace's workers (``gpu_equivalents`` at that size)."""
+        return (self.offering.gpu_equivalents * self.gpu_count * workers).quantize(Decimal("0.0001"))
+
+    def elastic_restart_fields(self) -> dict[str, Any]:
+        """The fields that send an elastic job back to its minimum when it queues again (none otherwise)."""
+        if self.min_workers is None:
+            return {}
+        return {
+            "workers": self.min_workers,
+            "gpu_equivalents": self.gpu_equivalents_for(self.min_workers),
+            "shrink_to": None,
+            "shrink_at": None,
+        }
+
+    def size_history(self) -> list[tuple[Any, int, str]]:
+        """An elastic job's size over time, from its timeline: (when, workers, why), oldest first, starting
+        from its minimum when it was admitted; the sizes it was told it will shrink to are included."""
+        if self.min_workers is None:
+            return []
+        kinds = (ELASTIC_SIZE_EVENT, SHRINK_NOTICE_EVENT)
+        out: list[tuple[Any, int, str]] = []
+        for event in self.events.order_by("at", "id"):
+            if event.to_state == self.State.ADMITTED and event.from_state != event.to_state:
+                out.append((event.at, self.min_workers, "Admitted at its minimum."))
+            elif event.details.get("event") in kinds:
+                out.append((event.at, int(event.details["workers"]), event.reason))
+        return out
+
     def clean(self) -> None:
         errors = kind_problems(self.kind, workers=self.workers, command=self.command)
+        if self.offering_id and (self.min_workers is None) != (self.max_workers is None):
+            errors["min_workers"] = "An elastic job has both a minimum and a maximum of workers."
+        elif self.offering_id and self.max_workers is not None:
+            errors |= elastic_problems(
+                self.kind, self.offering, min_workers=self.min_workers, max_workers=self.max_workers
+            )
         if self.kind == self.Kind.NOTEBOOK and self.priority != self.Priority.INTERACTIVE:
             errors["priority"] = "Notebooks are interactive: they run within guarantee and are never preempted."
         if self.offering_id and (self.offering.kind == GpuOffering.Kind.CPU) != (self.gpu_count == 0):

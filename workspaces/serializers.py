@@ -13,7 +13,7 @@ from rest_framework import serializers
 from portal.models import Membership, Team
 from workspaces import policy
 from workspaces.deadlines import workspace_deadline
-from workspaces.models import GpuOffering, Image, Workspace, WorkspaceEvent, kind_problems
+from workspaces.models import GpuOffering, Image, Workspace, WorkspaceEvent, elastic_problems, kind_problems
 
 
 class ModelCleanSerializer(serializers.ModelSerializer[Any]):
@@ -95,6 +95,8 @@ class WorkspaceSerializer(serializers.ModelSerializer[Workspace]):
             "offering_name",
             "gpu_count",
             "workers",
+            "min_workers",
+            "max_workers",
             "image",
             "command",
             "state",
@@ -157,6 +159,13 @@ class WorkspaceRequestSerializer(serializers.Serializer[dict[str, Any]]):
         child=serializers.CharField(max_length=4096), max_length=64, required=False, default=list
     )
     workers = serializers.IntegerField(min_value=1, default=1)
+    min_workers = serializers.IntegerField(
+        min_value=1,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Elastic jobs: the fewest workers; ``workers`` is then the most it grows to on idle capacity.",
+    )
     env = serializers.DictField(
         child=serializers.CharField(max_length=4096, allow_blank=True), required=False, default=dict
     )
@@ -201,6 +210,7 @@ class WorkspaceRequestSerializer(serializers.Serializer[dict[str, Any]]):
         elif data["gpu_count"] not in allowed:
             errors["gpu_count"] = f"{offering.display_name} comes in counts of {', '.join(map(str, allowed))} per pod."
         errors |= kind_problems(kind, workers=data["workers"], command=data["command"])
+        errors |= elastic_problems(kind, offering, min_workers=data["min_workers"], max_workers=data["workers"])
         if kind == Workspace.Kind.NOTEBOOK:
             if data.get("priority"):
                 errors["priority"] = "Notebooks are interactive: they run within guarantee and are never preempted."
@@ -221,6 +231,7 @@ class WorkspaceRequestSerializer(serializers.Serializer[dict[str, Any]]):
             raise serializers.ValidationError(errors)
         data["cpu_millis"] = cpu
         data["memory_mib"] = memory
-        units = data["gpu_count"] * data["workers"]
+        # An elastic job starts at its minimum: that is what it asks the quota for.
+        units = data["gpu_count"] * (data["min_workers"] or data["workers"])
         data["gpu_equivalents"] = (offering.gpu_equivalents * units).quantize(Decimal("0.0001"))
         return data

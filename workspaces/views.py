@@ -71,6 +71,8 @@ def _parse_form(post: Any) -> dict[str, Any]:
     for number in ("gpu_count", "workers", "max_runtime_hours", "home_volume_gib"):
         if post.get(number):
             data[number] = post.get(number)
+    if post.get("min_workers") and post.get("kind") == Workspace.Kind.JOB:  # only jobs are elastic
+        data["min_workers"] = post.get("min_workers")
     if post.get("command"):
         data["command"] = post.get("command").split()
     if post.get("priority") and post.get("kind") == Workspace.Kind.JOB:  # notebooks are always interactive
@@ -129,6 +131,7 @@ def workspace_detail(request: AuthenticatedRequest, workspace_id: int) -> HttpRe
         "cost_so_far": costs.workspace_costs([workspace.pk]).get(workspace.pk),
         "hourly_rate": costs.hourly_rate(workspace.pk),
         "currency": settings.BILLING_CURRENCY,
+        "size_history": workspace.size_history(),
     }
     context |= _activity_context(workspace, is_owner=context["is_owner"])
     if context["is_owner"] and workspace.kind == Workspace.Kind.NOTEBOOK and workspace.state == Workspace.State.RUNNING:

@@ -18,6 +18,10 @@ Rules (the quota model is in :mod:`scheduling.engine.quota`):
   of the cycle. Workloads already preempting are free victims for whoever is first in line next cycle.
 - If quotas or capacity were lowered below what runs, batch workloads are preempted, in the same victim
   order, until everything is within limits again (for departments and the cluster, borrowers first).
+- **Elastic growth** (``Workload.growth``: one worker of an elastic job beyond its minimum) is considered
+  after every other request and only takes capacity that is free: it never plans preemption. It is the
+  first victim, before any whole workload (a job shrinks before anything stops), and a team's own request
+  of the same or higher priority may take back its own growth.
 
 Queue order within a flavour: requests that fit their team's guarantee before requests that need to borrow
 (as Kueue), then priority, then fair share (decayed usage / guarantee, updated as the cycle admits work, so
@@ -190,10 +194,11 @@ class _FlavourCycle:
         self.fut_team = defaultdict(int, self.now_team)
         self.fut_dept = defaultdict(int, self.now_dept)
         self.fut_total = self.now_total
-        # Victim order: lowest priority, then youngest (least work lost), id for determinism.
+        # Victim order: elastic growth first, then lowest priority, then youngest (least work lost), id for
+        # determinism.
         batch = sorted(
             (w for w in admitted if w.preemptible),
-            key=lambda w: (w.priority, -(w.admitted_at or 0.0), w.id),
+            key=lambda w: (not w.growth, w.priority, -(w.admitted_at or 0.0), w.id),
         )
         self.leaving = [w for w in batch if w.preempting]
         self.candidates = [w for w in batch if not w.preempting]
@@ -278,8 +283,8 @@ class _FlavourCycle:
 
     # -- the queue -------------------------------------------------------------------------------------
 
-    def _key(self, w: Workload, t: _Team) -> tuple[bool, int, float, float, str]:
-        return (self.fut_team[t.name] + w.units > t.guaranteed, -w.priority, t.share, w.created_at, w.id)
+    def _key(self, w: Workload, t: _Team) -> tuple[bool, bool, int, float, float, str]:
+        return (w.growth, self.fut_team[t.name] + w.units > t.guaranteed, -w.priority, t.share, w.created_at, w.id)
 
     def admit_queue(self, pending: list[Workload]) -> None:
         by_team: dict[str, list[Workload]] = defaultdict(list)
@@ -287,7 +292,8 @@ class _FlavourCycle:
             by_team[w.team].append(w)
         heads = []
         for name, items in by_team.items():
-            items.sort(key=lambda w: (-w.priority, w.created_at, w.id), reverse=True)  # pop() takes the head
+            # pop() takes the head; elastic growth comes last
+            items.sort(key=lambda w: (w.growth, -w.priority, w.created_at, w.id), reverse=True)
             t = self.team(name)
             heads.append((self._key(items[-1], t), t, items))
         heapq.heapify(heads)
@@ -339,6 +345,9 @@ class _FlavourCycle:
             self._use(t, u)
             return True
 
+        if w.growth:  # only what is free now: an elastic job never makes anyone stop to grow
+            self._why(w, t, limit, held_team, held_dept, held_total)
+            return False
         memo = (name, w.kind, w.priority)
         plan = None if u >= self.failed.get(memo, 1 << 62) else self._plan(w, t, limit)
         if plan is None:
@@ -348,7 +357,7 @@ class _FlavourCycle:
 
         for v in plan:
             reason = PreemptReason.PRIORITY if v.team == name else PreemptReason.RECLAIM
-            self._claim(v, reason, w.id, self._victim_message(w, reason))
+            self._claim(v, reason, w.id, self._victim_message(w, v, reason))
         if plan:
             self.failed.clear()  # victims may free more than w needs; earlier failures may fit now
         # Hold what w will need once its victims are gone.
@@ -413,7 +422,8 @@ class _FlavourCycle:
             return self._minimal(w, dept, taken, base)
 
         def lower(v: Workload, rel: int, taken_from: Mapping[str, int]) -> bool:
-            return v.priority < w.priority
+            # An elastic job's growth makes way for its own team's work of the same priority too.
+            return v.priority < w.priority or (v.growth and v.priority == w.priority)
 
         own = self.team_candidates[t.name]
         reclaim_needs = [*base[:3], self.fut_team[t.name] + u - t.guaranteed]
@@ -529,7 +539,9 @@ class _FlavourCycle:
             )
         return f"team quota full: team {w.team} holds {fmt_units(held)} of its {fmt_units(limit)} {f}"
 
-    def _victim_message(self, w: Workload, reason: PreemptReason) -> str:
+    def _victim_message(self, w: Workload, victim: Workload, reason: PreemptReason) -> str:
+        if reason is PreemptReason.PRIORITY and victim.growth and victim.priority == w.priority:
+            return f"another request of team {w.team} needs its {self.flavour}; this worker was extra"
         if reason is PreemptReason.RECLAIM:
             return f"team {w.team} needs its guaranteed {self.flavour} back; this workload was borrowing it"
         return f"a higher-priority request of team {w.team} needs its {self.flavour}"

@@ -65,6 +65,7 @@ class Workload:
     admitted_at: float | None = None
     borrowing: bool = False
     preempting: bool = False
+    growth: bool = False
 
     @property
     def preemptible(self) -> bool:

@@ -325,6 +325,18 @@ class Kube:
         patch = {"metadata": {"labels": dict(labels)}, "spec": {"unschedulable": True if unschedulable else None}}
         return self._call(_KINDS["Node"], "patch", None, name=name, body=patch)
 
+    def scale_job(self, namespace: str, name: str, workers: int) -> JSON | None:
+        """Set an elastic training job's size: its Indexed Job's parallelism and completions together (Kubernetes
+        1.27+ lets both change while they stay equal: new indexes start, the highest go on scale-down), in
+        one merge patch. Answers the Job, or None when there is none (not created yet, or gone)."""
+        patch = {"spec": {"parallelism": workers, "completions": workers}}
+        try:
+            return self._call(_KINDS["Job"], "patch", namespace, name=name, body=patch)
+        except PermanentKubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
 
 class WatchStream:
     """An open watch: iterating it yields events as plain dicts (``type``: ADDED, MODIFIED, DELETED,

@@ -94,7 +94,7 @@ def check_spec(spec: WorkspaceSpec) -> None:
 
 def mounts_home(spec: WorkspaceSpec) -> bool:
     """Whether the workspace's pods mount the ReadWriteOnce home volume (all on one node)."""
-    return spec.kind == "notebook" or spec.workers == 1 or spec.pin_node is not None
+    return spec.kind == "notebook" or (spec.workers == 1 and spec.elastic is None) or spec.pin_node is not None
 
 
 # -- shared pieces ----------------------------------------------------------------------------------
@@ -380,8 +380,9 @@ def make_priority_class(name: str, value: int, description: str) -> Model:
 
 
 def needs_headless_service(spec: WorkspaceSpec) -> bool:
-    """Whether the job's workers need a Service to find each other by name: only when there are several."""
-    return spec.kind == "job" and spec.workers > 1
+    """Whether the job's workers need a Service to find each other by name: only when there are (or, for an
+    elastic job, may come to be) several."""
+    return spec.kind == "job" and max(spec.workers, spec.elastic[1] if spec.elastic else 1) > 1
 
 
 def make_headless_service(spec: WorkspaceSpec) -> Model:
@@ -416,12 +417,27 @@ def make_training_job(spec: WorkspaceSpec) -> Model:
             )
         ),
     )
+    master = f"{base}-0.{service}" if service else "localhost"
     distributed = [
         client.V1EnvVar(name="WORLD_SIZE", value=str(spec.workers)),
         index,
-        client.V1EnvVar(name="MASTER_ADDR", value=f"{base}-0.{service}" if service else "localhost"),
+        client.V1EnvVar(name="MASTER_ADDR", value=master),
         client.V1EnvVar(name="MASTER_PORT", value=str(MASTER_PORT)),
     ]
+    if spec.elastic is not None:
+        # PyTorch elastic: torchrun reads its options from PET_* variables; the world size changes as the job
+        # grows and shrinks (each change restarts the rendezvous), so there is no fixed WORLD_SIZE. Worker 0's
+        # name is the c10d rendezvous endpoint: index 0 is never scaled away.
+        distributed = [
+            client.V1EnvVar(name="PET_NNODES", value=f"{spec.elastic[0]}:{spec.elastic[1]}"),
+            client.V1EnvVar(name="PET_RDZV_BACKEND", value="c10d"),
+            client.V1EnvVar(name="PET_RDZV_ENDPOINT", value=f"{master}:{MASTER_PORT}"),
+            client.V1EnvVar(name="PET_RDZV_ID", value=base),
+            client.V1EnvVar(name="PET_MAX_RESTARTS", value="100"),
+            index,
+            client.V1EnvVar(name="MASTER_ADDR", value=master),
+            client.V1EnvVar(name="MASTER_PORT", value=str(MASTER_PORT)),
+        ]
     container = client.V1Container(
         name="worker",
         image=spec.image,

@@ -79,7 +79,7 @@ class WorkspaceSpec:
     gpu: GpuRequest | None
     cpu_millis: int
     memory_mib: int
-    workers: int  # jobs: indexed Job parallelism == completions == workers
+    workers: int  # jobs: indexed Job parallelism == completions == workers (an elastic job's size now)
     max_runtime_seconds: int
     home_volume_gib: int
     priority_class: str | None = None
@@ -89,3 +89,4 @@ class WorkspaceSpec:
     simulated_busy_seconds: int | None = None  # simulated cluster only (the idle-notebook profile)
     simulated_gpu_memory_mib: int | None = None  # simulated cluster only: GPU memory the workload allocates
     storage_class: str | None = None
+    elastic: tuple[int, int] | None = None  # an elastic job's (fewest, most) workers: torchrun --nnodes=MIN:MAX

@@ -29,7 +29,7 @@ from scheduling.engine.quota import QuotaConfig, Workload
 from scheduling.inventory import Capacity
 from scheduling.kube.calls import Kube
 from scheduling.live_capacity import cluster_capacity
-from scheduling.loops import passes, tasknames
+from scheduling.loops import elastic, passes, tasknames
 from scheduling.loops.cycle_rows import cycle_rows, shape_of
 from scheduling.loops.decisions import Decisions
 from scheduling.loops.locks import single_flight
@@ -87,8 +87,9 @@ def admit_one(
         decisions.wait(workspace, f"Waiting for a free {offering.display_name}: {capacity.explain(demand)}")
         return False
     how = "borrowing idle capacity beyond" if borrowing else "within"
-    # One node for every pod: pin them there (required node affinity; kube-scheduler still checks).
-    pinned = nodes[0] if len(set(nodes)) == 1 else ""
+    # One node for every pod: pin them there (required node affinity; kube-scheduler still checks). Never an
+    # elastic job: the workers it grows by go wherever there is room.
+    pinned = nodes[0] if len(set(nodes)) == 1 and workspace.max_workers is None else ""
     where = f"placed on {pinned}" if pinned else f"placed on {', '.join(sorted(set(nodes)))}"
     reason = f"Admitted {how} {workspace.team.name}'s quota; {where}."
     decisions.admit(workspace, reason, borrowing=borrowing, pinned_node=pinned)
@@ -158,6 +159,7 @@ def _wait_message(workspace: Workspace, wait: Wait, capacity: Capacity, quotas: 
 def _admit_gpu_queue(
     queue: list[Workspace],
     held: list[Workload],
+    growth: list[Workload],
     config: QuotaConfig,
     usage: Mapping[tuple[str, str], float],
     capacity: Capacity,
@@ -165,6 +167,7 @@ def _admit_gpu_queue(
     by_id: dict[str, Workspace],
     now: datetime,
     decisions: Decisions,
+    sizes: elastic.ElasticDecisions,
 ) -> None:
     """Decide, admit what the engine chose, and decide again without what could not be admitted after all.
 
@@ -173,6 +176,10 @@ def _admit_gpu_queue(
     for room that is in fact free, with reasons that count it (a capped head blocking the queue). So each
     refused request drops out and the rest are decided again against what was really admitted, a few
     passes at most; the waiting reasons are those of the last pass, which saw the state the cycle ends in.
+
+    ``growth`` is what running elastic jobs ask for beyond their size (``scheduling/loops/elastic.py``): the
+    engine takes it last and only into idle capacity, and takes held growth back first; such decisions go
+    into ``sizes``, and growth that waits gets no reason (the job runs).
     """
     held = list(held)
     pending = []
@@ -185,13 +192,24 @@ def _admit_gpu_queue(
     workload = cycle_rows().workload
     queued = {w.id: workload(w) for w in pending}  # once: the passes see them unchanged
     for _ in range(MAX_PASSES):
-        decided = decide(AdmissionState(config, held, usage), [queued[w.id] for w in pending])
+        decided = decide(AdmissionState(config, held, usage), [queued[w.id] for w in pending] + growth)
         for preempt in decided.preempt:
-            decisions.notice(by_id[preempt.workload_id], preempt.message, now)
+            grown = elastic.growth_of(preempt.workload_id)
+            if grown:  # an elastic job shrinks, with notice, instead of stopping
+                sizes.shrink(by_id[grown[0]], preempt.message)
+            else:
+                decisions.notice(by_id[preempt.workload_id], preempt.message, now)
         noticed = {preempt.workload_id for preempt in decided.preempt}
         held = [replace(w, preempting=True) if w.id in noticed else w for w in held]  # not chosen twice
         refused = False
+        asked = {w.id: w for w in growth}
         for admit in decided.admit:
+            grown = elastic.growth_of(admit.workload_id)
+            if grown:
+                ask = asked.pop(admit.workload_id)
+                if sizes.grow(by_id[grown[0]], capacity):
+                    held.append(replace(ask, admitted_at=now.timestamp(), borrowing=admit.borrowing))
+                continue  # growth that placement refused waits for the next cycle; it holds nothing back
             workspace = by_id[admit.workload_id]
             if admit_one(workspace, capacity, borrowing=admit.borrowing, quotas=quotas, decisions=decisions):
                 # As the next pass must see it: admitted now (written when the cycle ends), maybe borrowing.
@@ -199,7 +217,8 @@ def _admit_gpu_queue(
                 held.append(replace(workload(workspace), admitted_at=at, borrowing=admit.borrowing))
             else:
                 refused = True
-        waiting = [by_id[wait.workload_id] for wait in decided.waiting]
+        growth = list(asked.values())
+        waiting = [by_id[wait.workload_id] for wait in decided.waiting if not elastic.growth_of(wait.workload_id)]
         if not (refused and waiting):
             break
         pending = waiting
@@ -211,6 +230,8 @@ def _admit_gpu_queue(
     ahead: Counter[int] = Counter()
     explained = settings.QUEUE_EXPLAINED_PER_TEAM
     for wait in decided.waiting:
+        if elastic.growth_of(wait.workload_id):
+            continue
         w = by_id[wait.workload_id]
         ahead[w.team_id] += 1
         if ahead[w.team_id] > explained:
@@ -267,13 +288,15 @@ def _cycle(kube: Kube) -> int:
     """One cycle, under the lock."""
     now = timezone.now()
     expire_notices(now)
+    elastic.expire_shrinks(now)
     rows = cycle_rows()
     per_shape = settings.QUEUE_CONSIDERED_PER_SHAPE
     loaded = rows.load(Workspace.ACTIVE_STATES, per_shape)
     active, queued = loaded.active, loaded.queued  # the queue's heads, oldest first
-    admitted = [rows.workload(w) for w in active if is_gpu(w)]
+    admitted = [held for w in active if is_gpu(w) for held in elastic.held(w, rows.workload(w))]
     usage = decayed_usage.advance(admitted, now)  # every cycle, so history accrues while the queue is empty
-    if not queued:
+    growth = [ask for w in active if is_gpu(w) for ask in elastic.asks(w, rows.workload(w))]
+    if not queued and not growth:
         return 0
     capacity = cluster_capacity(kube)
     # Admitted workspaces whose pods are not on a node yet hold their room: on their pinned node, or
@@ -283,6 +306,13 @@ def _cycle(kube: Kube) -> int:
             demand = demand_of(pending)
             if not (pending.pinned_node and capacity.reserve(demand, pending.pinned_node)):
                 capacity.place(demand)
+        elif (
+            pending.state == State.RUNNING
+            and pending.max_workers is not None
+            and capacity.bound_pods[pending.pk] < pending.workers
+        ):
+            # The workers a running elastic job just grew by, until their pods are bound.
+            capacity.place(replace(demand_of(pending), pods=pending.workers - capacity.bound_pods[pending.pk]))
     config = quota_config(capacity.by_model)
     by_id = {str(w.pk): w for w in [*queued, *active]}
     # One transaction: the quota rows of the queued teams stay locked while the cycle admits against
@@ -290,8 +320,9 @@ def _cycle(kube: Kube) -> int:
     with transaction.atomic():
         quotas = QuotaSnapshot.read({w.team_id for w in queued}, lock=True)
         decisions = Decisions()
+        sizes = elastic.ElasticDecisions()
         gpu_queue = [w for w in queued if is_gpu(w)]
-        _admit_gpu_queue(gpu_queue, admitted, config, usage, capacity, quotas, by_id, now, decisions)
+        _admit_gpu_queue(gpu_queue, admitted, growth, config, usage, capacity, quotas, by_id, now, decisions, sizes)
         for workspace in queued:
             if not is_gpu(workspace):
                 admit_one(workspace, capacity, quotas=quotas, decisions=decisions)
@@ -300,6 +331,7 @@ def _cycle(kube: Kube) -> int:
         # Before the writes, which pin the admitted (and so change their shape).
         taken = Counter(shape_of(move.workspace) for move in decisions.admissions.values())
         count = decisions.write()
+        sizes.write(now)
     if any(taken[shape] >= per_shape for shape in loaded.cut):
         cache.set(AGAIN, True, timeout=60)  # the requests behind those of that shape may fit as well
     log.info("scheduling cycle admitted %d of %d queued workspaces", count, len(queued))

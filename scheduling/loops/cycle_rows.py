@@ -39,7 +39,7 @@ from workspaces.models import GpuOffering, Workspace
 _READ = {
     "id", "team_id", "owner_id", "offering_id", "kind", "gpu_count", "workers", "cpu_millis", "memory_mib",
     "gpu_equivalents", "priority", "borrowing", "preempt_at", "state", "reason", "pinned_node", "created_at",
-    "admitted_at",
+    "admitted_at", "min_workers", "max_workers", "shrink_to",
 }  # fmt: skip
 # In the model's column order, which Model.from_db expects of a partial row.
 FIELDS = tuple(f.attname for f in Workspace._meta.concrete_fields if f.attname in _READ)

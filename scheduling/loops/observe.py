@@ -85,8 +85,11 @@ def observe_pod(pod: Mapping[str, Any] | None) -> Observation:
     return Observation(State.FAILED, f"Failed: {message}", node)
 
 
-def observe_job(job: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]], workers: int) -> Observation:
-    """A training job's state from its Job and the Job's pods."""
+def observe_job(
+    job: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]], workers: int, *, minimum: int | None = None
+) -> Observation:
+    """A training job's state from its Job and the Job's pods. An elastic job (``minimum``: its fewest workers)
+    runs once that many are ready; the workers it grows by join as they start."""
     if job is None:
         return Observation(None, "Its job is missing.")
     for kind, state in (("Complete", State.SUCCEEDED), ("Failed", State.FAILED)):
@@ -101,6 +104,9 @@ def observe_job(job: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]
     live = [p for p in pods if p.get("status", {}).get("phase") in ("Pending", "Running")]
     nodes = sorted({p["spec"]["nodeName"] for p in live if p.get("spec", {}).get("nodeName")})
     ready = [p for p in live if (_condition(p, "Ready") or {}).get("status") == "True"]
+    if minimum is not None and len(ready) >= minimum:
+        running = f"Running {len(ready)} of {workers} worker(s) (elastic, at least {minimum}) on {', '.join(nodes)}."
+        return Observation(State.RUNNING, running, ", ".join(nodes))
     if len(ready) >= workers:
         return Observation(State.RUNNING, f"Running {workers} worker(s) on {', '.join(nodes)}.", ", ".join(nodes))
     waiting = [p for p in live if p.get("status", {}).get("phase") == "Pending"]

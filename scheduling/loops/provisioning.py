@@ -232,6 +232,7 @@ def teardown(kube: Kube, workspace_id: int, *, delete_volume: bool) -> None:
             finished_at=None,
             node_name="",
             pinned_node="",
+            **workspace.elastic_restart_fields(),  # an elastic job starts again at its minimum
         )
     else:  # expired, deleted, failed ...: their state is already final; only the debt is paid
         Workspace.objects.filter(pk=workspace.pk, state=workspace.state).update(**paid)

@@ -86,7 +86,7 @@ class Changes:
 def _observe(workspace: Workspace, view: ClusterView) -> Observation:
     pods = view.pods.get(workspace.pk, [])
     if workspace.kind == Workspace.Kind.JOB:
-        return observe_job(view.jobs.get(workspace.pk), pods, workspace.workers)
+        return observe_job(view.jobs.get(workspace.pk), pods, workspace.workers, minimum=workspace.min_workers)
     return observe_pod(pods[0] if pods else None)
 
 
@@ -120,6 +120,11 @@ def _apply(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterVie
     if workspace.pinned_node and _refused_long_enough(workspace, seen, now):
         _unpin(kube, workspace, seen, view)
         return
+    job = view.jobs.get(workspace.pk) if workspace.max_workers is not None else None
+    if job is not None and (job.get("spec") or {}).get("parallelism") != workspace.workers:
+        # An elastic job whose Job is not at the size its row says (a scale lost with a worker, or one on its
+        # way): scale it again; the task reads the row, so the latest size wins and twice is harmless.
+        enqueue(tasknames.SCALE_JOB, workspace.pk)
     deadline = workspace_deadline(workspace)
     if seen.state == State.RUNNING and deadline and now >= deadline:
         hours = workspace.max_runtime_seconds // 3600

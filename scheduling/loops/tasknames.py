@@ -14,6 +14,7 @@ COLLECT_TELEMETRY = "scheduling.collect_telemetry"
 COMPACT_TELEMETRY = "scheduling.compact_telemetry"
 WARN_RUNTIME = "scheduling.warn_runtime"
 REPARTITION_MIG = "scheduling.repartition_mig"
+SCALE_JOB = "scheduling.scale_job"  # an elastic training job's Job to the size its row says
 
 # The control loops run on a queue of their own (see CELERY_TASK_ROUTES in portal/settings.py).
 CONTROL = (RUN_CYCLE, RECONCILE)

@@ -6,6 +6,8 @@ completions (or none: a work queue), Indexed and NonIndexed completion, backoffL
 plus container restarts under restartPolicy OnFailure), activeDeadlineSeconds, suspend,
 ttlSecondsAfterFinished, pod-failure back-off (10 s doubling to 10 min) and the two-step finish
 (SuccessCriteriaMet then Complete, FailureTarget then Failed once no pod is terminating).
+Elastic Indexed Jobs (1.27+): an Indexed Job whose completions equal its parallelism may change both
+together; scaling up creates the new indexes, scaling down removes the pods of the highest indexes.
 Not supported: podFailurePolicy, backoffLimitPerIndex, successPolicy, managedBy.
 
 Counters are derived from the pods present and never go down, so a caller that deletes pods
@@ -107,6 +109,15 @@ def job_errors(job: Mapping[str, Any]) -> list[FieldError]:
     if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
         errors.append(FieldError("spec.completions", "Required value: when completion mode is Indexed"))
     return errors
+
+
+def elastic(job: Mapping[str, Any]) -> bool:
+    """Whether an update may change ``spec.completions``: only an Indexed Job that keeps completions equal
+    to parallelism (Kubernetes' elastic Indexed Jobs); any other Job's completions are immutable."""
+    spec = job.get("spec") or {}
+    completions = spec.get("completions")
+    indexed = spec.get("completionMode") == "Indexed"
+    return indexed and completions is not None and completions == spec.get("parallelism")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,16 +373,17 @@ class _Sync:
             self.create += [self._new_pod(None) for _ in range(-excess)]
 
     def _sync_indexed(self, parallelism: int) -> None:
+        completions = int(self.spec.get("completions") or 0)
         seen: set[int] = set()
         for pod in list(self.active):
             index = _index(pod)
-            if index is None or index in seen or index in self.completed:
-                self._delete(pod)  # duplicates and pods for done indexes
+            if index is None or index in seen or index in self.completed or index >= completions:
+                self._delete(pod)  # duplicates, pods for done indexes and for indexes scaled away
                 self.active.remove(pod)
                 self.terminating.append(pod)
             else:
                 seen.add(index)
-        pending = [i for i in range(int(self.spec.get("completions") or 0)) if i not in self.completed | seen]
+        pending = [i for i in range(completions) if i not in self.completed | seen]
         room = max(parallelism - len(self.active), 0)
         if pending and room and not self._in_backoff():
             self.create += [self._new_pod(i) for i in pending[:room]]

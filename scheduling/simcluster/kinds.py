@@ -159,6 +159,8 @@ def _validate_job(cluster: Cluster, job: JSON, old: JSON | None) -> list[Cause]:
         for key in ("template", "selector", "completionMode"):
             if old.get("spec", {}).get(key) != job.get("spec", {}).get(key):
                 causes.append(invalid_value(f"spec.{key}", job["spec"].get(key), "field is immutable"))
+        if old.get("spec", {}).get("completions") != job.get("spec", {}).get("completions") and not jobs.elastic(job):
+            causes.append(invalid_value("spec.completions", job["spec"].get("completions"), "field is immutable"))
     return causes
 
 

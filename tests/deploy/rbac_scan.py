@@ -398,6 +398,7 @@ def _sample(param: str, position: int, kind: str | None, namespaced: bool) -> An
         "label_selector": "",
         "resource_version": "1",
         "unschedulable": True,
+        "workers": 2,
     }
     if param not in samples:
         raise ScanError(f"no sample value for Kube parameter {param!r}; add one")

@@ -34,11 +34,12 @@ def test_the_scan_sees_the_calls_that_matter(needed: dict[str, set[Attr]]) -> No
     assert ("", "namespaces", "create") in needed["worker"]  # a team's namespace on its first workspace
     assert ("", "pods/log", "get") in needed["web"]
     assert ("nonResourceURL", "/version", "get") in needed["web"]  # /readyz
-    # Nothing is changed in place but nodes, by the worker's MIG repartition loop (cordon, labels).
+    # Nothing is changed in place but nodes, by the worker's MIG repartition loop (cordon, labels), and jobs,
+    # by the worker's scheduling cycle scaling an elastic training job (Kube.scale_job).
     changed = {(group, resource, verb) for group, resource, verb in needed["worker"] | needed["web"]
                if verb in ("update", "patch")}  # fmt: skip
-    assert changed == {("", "nodes", "patch")}
-    assert ("", "nodes", "patch") not in needed["web"]
+    assert changed == {("", "nodes", "patch"), ("batch", "jobs", "patch")}
+    assert not {(group, resource, verb) for group, resource, verb in needed["web"] if verb == "patch"}
     # Watches are informers': pods and nodes, and DRA's slices and claims (scheduling/live_capacity.py), each
     # listed first.
     informed = {
