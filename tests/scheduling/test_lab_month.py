@@ -6,6 +6,8 @@ arm runs the live admission engine and placement inventory in simulated time.
 
 from __future__ import annotations
 
+import html
+import math
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +18,9 @@ import pytest
 import yaml
 
 from scheduling.benchmarks.lab import __main__ as cli
+from scheduling.benchmarks.lab import dynamic_arm
 from scheduling.benchmarks.lab.arrivals import DAY, HOUR, Calendar, Request, draw
+from scheduling.benchmarks.lab.dynamic_arm import DynamicArm
 from scheduling.benchmarks.lab.figures import figures
 from scheduling.benchmarks.lab.fleet import node_objects, whole_gpus_file
 from scheduling.benchmarks.lab.model import Idle, ModelError, load_model, parse_model
@@ -92,7 +96,8 @@ def small_model(tmp_path: Path, **changes: Any) -> Any:
 def test_the_shipped_model_describes_a_60_person_lab_on_60_gpus():
     model = load_model(SHIPPED)
     assert model.researchers == 60 and len(model.teams) == 6 and len({t.department for t in model.teams}) == 2
-    assert [a.name for a in model.arms] == ["static", "portal-whole", "portal-shared"]
+    assert [a.name for a in model.arms] == ["static", "portal-whole", "portal-shared", "portal-dynamic"]
+    assert [a.dynamic_mig for a in model.arms] == [False, False, False, True]
 
 
 def test_every_problem_of_a_model_is_reported_at_once(tmp_path):
@@ -102,6 +107,7 @@ def test_every_problem_of_a_model_is_reported_at_once(tmp_path):
     data["departments"][0]["teams"][0]["guarantee"] = {"Z100": 2}
     data["notebooks"]["forgotten"] = 1.5
     data["arms"][1]["kind"] = "kueue"
+    data["arms"][3]["whole_gpus_only"] = True
     with pytest.raises(ModelError) as caught:
         parse_model(data, SHIPPED.parent)
     text = "\n".join(caught.value.problems)
@@ -110,6 +116,7 @@ def test_every_problem_of_a_model_is_reported_at_once(tmp_path):
     assert "'Z100' is not a GPU model" in text
     assert "notebooks forgotten: must be from 0 to 1, not 1.5" in text
     assert "arm portal-whole: kind must be one of static, portal, not 'kueue'" in text
+    assert "arm portal-dynamic: dynamic_mig needs MIG" in text
 
 
 def test_an_offering_the_cluster_does_not_have_is_named_with_the_ones_it_has(tmp_path):
@@ -306,16 +313,22 @@ def test_figures_from_a_known_outcome():
 
 
 def test_the_command_prints_every_arm_and_the_targets(tmp_path, capsys):
-    out = tmp_path / "r.json"
-    assert cli.main(["--days", "2", "--json", str(out)]) == 0
+    out, page = tmp_path / "r.json", tmp_path / "r.html"
+    assert cli.main(["--days", "2", "--json", str(out), "--html", str(page)]) == 0
     text = capsys.readouterr().out
-    for arm in ("static", "portal-whole", "portal-shared"):
+    for arm in ("static", "portal-whole", "portal-shared", "portal-dynamic"):
         assert f"\n{arm} " in text
+    assert any(line.startswith("arm ") and line.rstrip().endswith("repart  cpu s") for line in text.splitlines())
+    difference = next(line for line in text.splitlines() if line.startswith("portal-dynamic against portal-shared ("))
+    assert "repartitions): held " in difference and "held while short " in difference and "idle GPU-h " in difference
+    assert "busy of held " in difference and "notebook wait p50/p95 " in difference
     assert "targets, arm portal-shared:" in text and "median wait of in-quota requests" in text
     assert "hardware what-if: one card per person needs" in text
     data = yaml.safe_load(out.read_text())
-    assert [a["arm"] for a in data["arms"]] == ["static", "portal-whole", "portal-shared"]
+    assert [a["arm"] for a in data["arms"]] == ["static", "portal-whole", "portal-shared", "portal-dynamic"]
+    assert data["differences"] == [difference]
     assert data["whatif"]["arm"] == "portal-shared" and data["whatif"]["static_gpus_needed"] >= 60
+    assert html.escape(difference) in page.read_text()
 
 
 def test_the_command_refuses_a_bad_model_or_arm(tmp_path, capsys):
@@ -340,3 +353,76 @@ def test_the_whole_gpu_node_file_renders_the_nodes_the_whole_gpu_arms_decide_on(
     assert slugs == sorted(o.slug for o in propose_offerings(as_arm))
     assert not any("1g" in s or "shared" in s for s in slugs)  # no MIG slices, no time-sliced shares
     assert "all-balanced" in model.cluster.read_text()  # the model's own file untouched
+
+
+# -- MIG layouts that follow demand ---------------------------------------------------------------------
+
+
+def dynamic_model(tmp_path: Path) -> Any:
+    """The small model with an arm whose notebooks ask only for H100 1g.10gb slices, which no node serves
+    until the arm splits the H100 node."""
+    model = small_model(tmp_path)
+    arm = replace(
+        model.arm("shared"),
+        name="dynamic",
+        dynamic_mig=True,
+        notebook_offerings=dict.fromkeys(("small", "medium", "large"), ("h100-80gb-hbm3-1g-10gb",)),
+    )
+    return replace(model, arms=(*model.arms, arm))
+
+
+class WatchedArm(DynamicArm):
+    """Checks, as it runs, that a node chosen has no GPU pod and that nothing lands on a node in flight."""
+
+    def _pass(self, t: float) -> None:
+        before = self.in_flight
+        super()._pass(t)
+        if self.in_flight is not None and before is None:
+            assert self.on_node[self.in_flight.change.node] <= 0
+
+    def _start(self, q: Any, nodes: list[str], now: float, borrowing: bool) -> None:
+        assert self.in_flight is None or self.in_flight.change.node not in nodes
+        super()._start(q, nodes, now, borrowing)
+
+
+def test_the_dynamic_arm_splits_an_idle_node_for_mig_requests_that_wait(tmp_path):
+    model = dynamic_model(tmp_path)
+    requests = [Request(f"nb-{i}", "notebook", i, "a", 100.0, size="small", session_s=HOUR) for i in range(4)]
+    arm = WatchedArm(model, model.arm("dynamic"), requests)
+    outcome = arm.run()
+    # Waiting since 100 s; the first pass after a minute's wait (165 s) picks the idle H100 node, the next
+    # (180 s) applies all-1g.10gb, the one after (195 s) finds it done; the cycle at 200 s starts them.
+    [done] = arm.done
+    assert (done.node, done.old, done.new) == ("h100-0", "all-disabled", "all-1g.10gb")
+    assert (done.started, done.done) == (165.0, 195.0) and "4 x mig-1g.10gb" in done.reason
+    assert {w.started for w in outcome.waits} == {200.0} and outcome.repartitions == 1
+    assert figures(outcome).repartitions == 1
+    assert dynamic_arm.INTERVAL_S == 15.0 and dynamic_arm.MIN_WAIT_S == 60.0  # the live defaults
+    # With fixed layouts no node ever serves the slice, and the arm's list is refused.
+    with pytest.raises(ValueError, match="no offering 'h100-80gb-hbm3-1g-10gb' on its cluster"):
+        PortalArm(model, replace(model.arm("dynamic"), dynamic_mig=False), requests)
+
+
+def test_the_dynamic_arm_never_repartitions_a_node_holding_work(tmp_path):
+    model = dynamic_model(tmp_path)
+    job = Request("job-1", "job", 0, "a", 0.0, gpus=1, run_s=3 * HOUR)
+    notebooks = [Request(f"nb-{i}", "notebook", i, "b", 600.0, size="small", session_s=HOUR) for i in range(3)]
+    arm = WatchedArm(model, model.arm("dynamic"), [job, *notebooks])
+    outcome = arm.run()
+    [done] = arm.done
+    assert done.started >= 3 * HOUR  # only once the job has ended and left the node without GPU pods
+    runs = [r for r in outcome.runs if r.request.id == "job-1"]
+    assert [(r.start, r.outcome) for r in runs] == [(0.0, "done")]
+    # Split for notebooks, the node turns back for a whole-GPU job only once the last notebook has closed.
+    notebooks = [Request(f"nb-{i}", "notebook", i, "b", 100.0, size="small", session_s=HOUR) for i in range(3)]
+    job = Request("job-1", "job", 0, "a", 300.0, gpus=1, run_s=HOUR)
+    arm = WatchedArm(model, model.arm("dynamic"), [*notebooks, job])
+    outcome = arm.run()
+    assert [(d.old, d.new) for d in arm.done] == [("all-disabled", "all-1g.10gb"), ("all-1g.10gb", "all-disabled")]
+    ran = [r for r in outcome.runs if r.request.kind == "notebook"]
+    assert len(ran) == 3 and all(r.outcome == "closed" and r.end - r.start == HOUR for r in ran)
+    assert max(r.end for r in ran) <= arm.done[1].started
+    assert next(w.started for w in outcome.waits if w.request.id == "job-1") == math.ceil(arm.done[1].done / 10) * 10
+    # Two busy days: every node the planner chose had no GPU pod and nothing landed on a node in flight.
+    watched = WatchedArm(replace(model, days=2), model.arm("dynamic"), draw(replace(model, days=2)))
+    assert watched.run().repartitions >= 2

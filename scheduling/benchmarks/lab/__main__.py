@@ -6,8 +6,10 @@
 The organisation, cluster and arms are the model file's (``model.py`` explains every key). Prints one row
 of figures per arm (``figures.py`` defines them): GPUs held over the month (held%) and while work of a GPU
 model waits beyond what it has (held short%, for short h hours), GPU activity of what is held and of the
-fleet, in-quota waits, notebooks lost while in use, jobs done, idle GPU-hours, CPU seconds of the arm; then
-the targets for the last portal arm, and how many GPUs the static way would need for that arm's median waits
+fleet, in-quota waits, notebooks lost while in use, jobs done, idle GPU-hours, MIG repartitions, CPU seconds
+of the arm; then what each arm whose MIG layouts follow demand changes against the last portal arm before it
+whose layouts are fixed (``difference``), the targets for the last portal arm with fixed layouts (the arm the
+targets were set for), and how many GPUs the static way would need for that arm's median waits
 (``static_arm.cards_needed``). ``--html`` writes a self-contained report (``report.py``) that opens
 offline.
 """
@@ -41,7 +43,7 @@ def table(rows: Sequence[tuple[Figures, float]]) -> str:
     head = (
         f"{'arm':<{width}} {'held%':>6} {'held short%':>11} {'short h':>7} {'busy held%':>10} {'busy fleet%':>11} "
         f"{'nb wait p50/p95 min':>20} {'job wait p50/p95 min':>21} {'lost nb':>7} {'jobs done':>11} "
-        f"{'idle GPU-h':>10} {'cpu s':>6}"
+        f"{'idle GPU-h':>10} {'repart':>6} {'cpu s':>6}"
     )
     lines = [head]
     for f, cpu in rows:
@@ -51,9 +53,34 @@ def table(rows: Sequence[tuple[Figures, float]]) -> str:
             f"{f.short_hours:7.0f} "
             f"{_fmt(f.activity_of_allocated, 100):>10} {_fmt(f.fleet_activity, 100):>11} "
             f"{_fmt(nb.median_min) + '/' + _fmt(nb.p95_min):>20} {_fmt(job.median_min) + '/' + _fmt(job.p95_min):>21} "
-            f"{f.lost_in_use:>7} {f'{f.jobs_done}/{f.jobs}':>11} {f.idle_gpu_hours:10.0f} {cpu:6.1f}"
+            f"{f.lost_in_use:>7} {f'{f.jobs_done}/{f.jobs}':>11} {f.idle_gpu_hours:10.0f} {f.repartitions:6d} "
+            f"{cpu:6.1f}"
         )
     return "\n".join(lines)
+
+
+def _delta(new: float | None, old: float | None, scale: float = 1.0, digits: int = 1) -> str:
+    return "-" if new is None or old is None else f"{(new - old) * scale:+.{digits}f}"
+
+
+def difference(new: Figures, old: Figures) -> str:
+    """What arm ``new`` changes against arm ``old``: percentage points of GPUs held, held while short and
+    busy of held; minutes of in-quota waits (median / p95) by kind; idle GPU-hours; jobs done; job runs
+    preempted and their GPU-hours (work thrown away, counted in held and busy)."""
+    waits = [
+        f"{kind} wait p50/p95 {_delta(new.waits_in_quota[kind].median_min, old.waits_in_quota[kind].median_min)}/"
+        f"{_delta(new.waits_in_quota[kind].p95_min, old.waits_in_quota[kind].p95_min)} min"
+        for kind in ("notebook", "job")
+    ]
+    return (
+        f"{new.arm} against {old.arm} ({new.repartitions} repartitions): "
+        f"held {_delta(new.allocated, old.allocated, 100)} pt, "
+        f"held while short {_delta(new.allocated_while_short, old.allocated_while_short, 100)} pt, "
+        f"busy of held {_delta(new.activity_of_allocated, old.activity_of_allocated, 100)} pt, "
+        f"{', '.join(waits)}, idle GPU-h {_delta(new.idle_gpu_hours, old.idle_gpu_hours, digits=0)}, "
+        f"jobs done {new.jobs_done - old.jobs_done:+d}, jobs preempted {new.jobs_preempted - old.jobs_preempted:+d} "
+        f"({_delta(new.preempted_gpu_hours, old.preempted_gpu_hours, digits=0)} GPU-h)"
+    )
 
 
 def targets(f: Figures) -> str:
@@ -134,7 +161,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(table(rows[-1:]).splitlines()[-1] if len(rows) > 1 else table(rows), flush=True)
     print()
     print(table(rows))
+    differences = []
+    for i, (f, _) in enumerate(rows):
+        if model.arm(f.arm).dynamic_mig:
+            fixed = [g for g, _ in rows[:i] if model.arm(g.arm).kind == "portal" and not model.arm(g.arm).dynamic_mig]
+            if fixed:
+                differences.append(difference(f, fixed[-1]))
+    if differences:
+        print("\n" + "\n".join(differences))
     portal = [f for f, _ in rows if model.arm(f.arm).kind == "portal"]
+    portal = [f for f in portal if not model.arm(f.arm).dynamic_mig] or portal
     whatif: dict[str, object] = {}
     if portal:
         print(f"\ntargets, arm {portal[-1].arm}:\n{targets(portal[-1])}")
@@ -149,11 +185,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary += "; " + what_if_line(whatif)
         print(f"\n{what_if_line(whatif)}")
     if args.json:
-        data = {"model": model.name, "days": model.days, "arms": [f.as_json() for f, _ in rows], "whatif": whatif}
+        data = {
+            "model": model.name,
+            "days": model.days,
+            "arms": [f.as_json() for f, _ in rows],
+            "differences": differences,
+            "whatif": whatif,
+        }
         text = json.dumps(data, indent=1)
         sys.stdout.write(text + "\n") if args.json == "-" else Path(args.json).write_text(text)
     if args.html:
-        args.html.write_text(report.render(f"A month in {model.name}", summary, [f for f, _ in rows], model.start))
+        page = report.render(f"A month in {model.name}", summary, [f for f, _ in rows], model.start, differences)
+        args.html.write_text(page)
         print(f"report: {args.html}")
     return 0
 

@@ -12,6 +12,8 @@
   owner's) and for all. A request that never started counts its wait until the month ended.
 - *lost in use*: notebooks preempted or reclaimed while their owner was still working in them.
 - *idle GPU-hours*: GPU-equivalent hours held while the GPU sat below the idle threshold.
+- *jobs preempted*: job runs cut short by preemption (each starts again from scratch), and their GPU-hours.
+- *repartitions*: MIG layout changes the arm applied (arms whose layouts follow demand; 0 for the others).
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ class Figures:
     jobs_done: int
     jobs: int
     idle_gpu_hours: float
+    jobs_preempted: int
+    preempted_gpu_hours: float
+    repartitions: int
     hourly_allocated: list[float] = field(repr=False)  # GPU-equivalents held, mean per hour of the month
     hourly_active: list[float] = field(repr=False)  # activity-weighted GPU-equivalents, mean per hour
     wait_percentiles: Mapping[str, list[float]] = field(repr=False)  # in-quota, per kind: minutes at 0..100%
@@ -136,6 +141,9 @@ def figures(o: ArmOutcome) -> Figures:
         jobs_done=sum(r.outcome == "done" for r in o.runs if r.request.kind == "job"),
         jobs=sum(w.request.kind == "job" for w in o.waits),
         idle_gpu_hours=idle / HOUR,
+        jobs_preempted=sum(r.outcome == "preempted" for r in o.runs if r.request.kind == "job"),
+        preempted_gpu_hours=sum(r.gpu_eq * (r.end - r.start) for r in o.runs if r.outcome == "preempted") / HOUR,
+        repartitions=o.repartitions,
         hourly_allocated=[round(float(x), 3) for x in held_hours],
         hourly_active=[round(float(x), 3) for x in active_hours],
         wait_percentiles={kind: percentiles(kind) for kind in KINDS},

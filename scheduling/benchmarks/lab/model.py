@@ -22,7 +22,11 @@ Keys (times of day ``"HH:MM"`` in the lab's local time; ranges ``[low, high]``, 
 - ``idle``: the portal's idle rule for notebooks, ``window_minutes`` and ``grace_minutes``.
 - ``arms``: ``name``, ``kind`` (``static`` or ``portal``); a portal arm has ``whole_gpus_only``,
   ``idle_reclaim`` and ``offerings``: for ``notebook`` per size and for ``job``, offering slugs (as the
-  portal's discovery names them on that arm's cluster) in order of preference.
+  portal's discovery names them on that arm's cluster) in order of preference. With ``dynamic_mig`` the
+  arm's MIG layouts follow demand as the portal's repartition loop decides them (``dynamic_arm.py``); its
+  lists may then name the MIG shapes of any named layout of the cluster's MIG-capable GPUs, and
+  ``mig_reconfigure_seconds`` is how long the MIG manager takes to apply a layout (default: the simulated
+  cluster's, ``Timings.mig_reconfigure_s``; at most 600, within the loop's timeout).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import Any
 import yaml
 
 from scheduling.engine import gpus
+from scheduling.simcluster.controllers import Timings
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 SIZES = ("small", "medium", "large")
@@ -133,6 +138,8 @@ class Arm:
     idle_reclaim: bool = False
     notebook_offerings: Mapping[str, tuple[str, ...]] | None = None  # size -> slugs by preference
     job_offerings: tuple[str, ...] = ()
+    dynamic_mig: bool = False  # MIG layouts follow demand (the portal's repartition loop)
+    mig_reconfigure_s: float = Timings.mig_reconfigure_s  # the MIG manager applies a layout in this long
 
 
 @dataclass(frozen=True)
@@ -392,6 +399,9 @@ def _arm(r: _Reader, a: Any) -> Arm:
             r.fail(f"{where} offerings notebook {s}", "name at least one offering")
     if not jobs:
         r.fail(f"{where} offerings job", "name at least one offering")
+    dynamic = bool(a.get("dynamic_mig", False))
+    if dynamic and a.get("whole_gpus_only"):
+        r.fail(where, "dynamic_mig needs MIG: it cannot go with whole_gpus_only")
     return Arm(
         str(a["name"]),
         "portal",
@@ -399,6 +409,8 @@ def _arm(r: _Reader, a: Any) -> Arm:
         bool(a.get("idle_reclaim", False)),
         by_size,
         jobs,
+        dynamic,
+        r.number(a, "mig_reconfigure_seconds", f"{where} ", high=600, default=Timings.mig_reconfigure_s),
     )
 
 

@@ -55,3 +55,4 @@ class ArmOutcome:
     runs: Sequence[Run]
     waits: Sequence[Wait]
     step: Step
+    repartitions: int = 0  # MIG layout changes applied (arms whose layouts follow demand)

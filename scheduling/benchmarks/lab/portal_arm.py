@@ -13,13 +13,15 @@ cluster.
   Notebooks are interactive: never borrowing, never victims.
 - With ``idle_reclaim`` a notebook is stopped when the idle rule would reclaim it (``runs.Plan``); an owner
   who was still working in it asks again when they come back.
+- With ``dynamic_mig`` the arm's MIG layouts follow demand: ``dynamic_arm.DynamicArm`` adds the portal's
+  repartition passes.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -41,7 +43,7 @@ CYCLE_S = 10.0
 MAX_ROUNDS = 8  # decide() passes per cycle while preemptions or unplaceable admissions change the picture
 HALF_LIFE_S = 4 * 3600.0  # the live default (FAIR_SHARE_HALF_LIFE_SECONDS)
 PREEMPTION_NOTICE_S = 120.0  # the live default (PREEMPTION_NOTICE_SECONDS)
-_END, _RECLAIM, _PREEMPT, _ARRIVE = 0, 1, 2, 3
+_END, _RECLAIM, _PREEMPT, _ARRIVE, PASS = 0, 1, 2, 3, 4  # PASS: a repartition pass (dynamic_arm.py)
 
 
 @dataclass
@@ -61,16 +63,18 @@ class _Running:
     held: list[Held]
     start: float
     plan: Plan
+    pods: list[dict[str, Any]]  # its bound pods, to take their place again in a rebuilt inventory
 
 
 class PortalArm:
     def __init__(self, model: LabModel, arm: Arm, requests: Sequence[Request], horizon: float | None = None) -> None:
         self.model, self.arm = model, arm
-        self.fleet = Fleet.build(model, whole_gpus_only=arm.whole_gpus_only)
+        self.fleet = Fleet.build(model, whole_gpus_only=arm.whole_gpus_only, every_layout=arm.dynamic_mig)
         problems = self.fleet.check({"job": arm.job_offerings, **(arm.notebook_offerings or {})}, arm.name)
         if problems:
             raise ValueError("; ".join(problems))
         self.cal = Calendar(model)
+        self.pools = {m: u / 1000 for m, u in self.fleet.quotas.capacity.items()}  # GPUs per model, for figures
         self.horizon = model.days * 86400.0 if horizon is None else horizon
         self.requests = {q.id: q for q in requests}
         self.events: list[tuple[float, int, int, str, int]] = [
@@ -90,6 +94,9 @@ class PortalArm:
         self.decayed: dict[tuple[str, str], float] = {}
         self.last_cycle = 0.0
         self.pods = 0
+        self.on_node: Counter[str] = Counter()  # GPU pods bound per node
+        self.reasons: dict[str, WaitReason] = {}  # why each queued request waited at its last decision
+        self.repartitions = 0
 
     # -- requests --------------------------------------------------------------------------------------
 
@@ -156,9 +163,12 @@ class PortalArm:
         }
 
     def _start(self, q: _Queued, nodes: list[str], now: float, borrowing: bool) -> None:
-        held = [self.fleet.capacity.occupy(self._pod(node, q.demand)) for node in nodes]
+        pods = [self._pod(node, q.demand) for node in nodes]
+        held = [self.fleet.capacity.occupy(pod) for pod in pods]
+        self.on_node.update(nodes)
         p = plan(q.request, now, self.cal, self.model.seed, attempt=q.attempt)
-        run = _Running(q, replace(q.workload, admitted_at=now, borrowing=borrowing), [h for h in held if h], now, p)
+        workload = replace(q.workload, admitted_at=now, borrowing=borrowing)
+        run = _Running(q, workload, [h for h in held if h], now, p, pods)
         self.running[q.request.id] = run
         self.first_start.setdefault(q.request.id, now)
         self._push(now + p.length, _END, q.request.id, q.attempt)
@@ -171,6 +181,7 @@ class PortalArm:
         self.dirty.add(run.workload.flavour)
         for h in run.held:
             self.fleet.capacity.vacate(h)
+        self.on_node.subtract(pod["spec"]["nodeName"] for pod in run.pods)
         q = run.queued
         self.runs.append(Run(q.request, q.offering.slug, q.gpu_eq, run.start, t, outcome, run.plan))
         if requeue:
@@ -215,9 +226,11 @@ class PortalArm:
                 nodes = self.fleet.capacity.copy().place(q.demand)
                 if nodes is None:
                     blocked.add(a.workload_id)
+                    self.reasons[a.workload_id] = WaitReason.NO_CAPACITY  # admitted, but no node has room
                     refused = True
                     continue
                 del self.queue[a.workload_id]
+                self.reasons.pop(a.workload_id, None)
                 self._start(q, nodes, now, a.borrowing)
             if not (refused and decided.waiting):
                 break
@@ -226,6 +239,7 @@ class PortalArm:
             wid for wid in self.never_fits if self.queue.get(wid) and self.queue[wid].workload.flavour not in dirty
         }
         self.never_fits |= {w.workload_id for w in decided.waiting if w.reason is WaitReason.NEVER_FITS}
+        self.reasons.update((w.workload_id, w.reason) for w in decided.waiting)
         held_eq: dict[str, float] = defaultdict(float)
         for r in self.running.values():
             held_eq[r.workload.flavour] += r.queued.gpu_eq
@@ -243,6 +257,9 @@ class PortalArm:
         else:
             self._stop(wid, t, "done" if self.requests[wid].kind == "job" else "closed")
 
+    def _pass(self, t: float) -> None:
+        """A repartition pass: only the dynamic arm schedules them."""
+
     def run(self) -> ArmOutcome:
         while self.events and self.events[0][0] < self.horizon:
             now = min(math.ceil(self.events[0][0] / CYCLE_S) * CYCLE_S, self.horizon)
@@ -250,6 +267,8 @@ class PortalArm:
                 t, kind, _, wid, attempt = heapq.heappop(self.events)
                 if kind == _ARRIVE:
                     self._arrive(self.requests[wid], t)
+                elif kind == PASS:
+                    self._pass(t)
                 elif wid in self.running and self.running[wid].queued.attempt == attempt:
                     self._event(wid, t, kind)
             self._cycle(now)
@@ -262,10 +281,16 @@ class PortalArm:
             self.horizon,
             self.runs,
             waits,
-            Step.from_samples({m: u / 1000 for m, u in self.fleet.quotas.capacity.items()}, self.samples),
+            Step.from_samples(self.pools, self.samples),
+            self.repartitions,
         )
 
 
 def simulate_portal(model: LabModel, arm: Arm, requests: Sequence[Request], horizon: float | None = None) -> ArmOutcome:
-    """``horizon``: stop after that many seconds instead of the model's days."""
+    """``horizon``: stop after that many seconds instead of the model's days. An arm with ``dynamic_mig``
+    runs as ``dynamic_arm.DynamicArm``."""
+    if arm.dynamic_mig:
+        from scheduling.benchmarks.lab.dynamic_arm import DynamicArm  # it builds on this module
+
+        return DynamicArm(model, arm, requests, horizon).run()
     return PortalArm(model, arm, requests, horizon).run()

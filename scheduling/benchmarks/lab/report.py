@@ -1,5 +1,6 @@
 """The lab-month benchmark's HTML report: one self-contained file (Plotly.js inlined, nothing fetched) with
-the figures table, GPUs held and busy over the month per arm, and the in-quota waits per arm and kind."""
+the figures table, what arms whose MIG layouts follow demand change, GPUs held and busy over the month per
+arm, and the in-quota waits per arm and kind."""
 
 from __future__ import annotations
 
@@ -70,19 +71,20 @@ def _table(arms: Sequence[Figures]) -> str:
     head = (
         "<tr><th>arm</th><th>GPUs held</th><th>held while short</th><th>busy of held</th><th>busy of fleet</th>"
         "<th>notebook wait, min (median / p95)</th><th>job wait, min</th><th>notebooks lost in use</th>"
-        "<th>jobs done</th><th>idle GPU-hours</th></tr>"
+        "<th>jobs done</th><th>idle GPU-hours</th><th>MIG repartitions</th></tr>"
     )
     rows = [
         f"<tr><td>{html.escape(f.arm)}</td><td>{pct(f.allocated)}</td><td>{pct(f.allocated_while_short)}</td>"
         f"<td>{pct(f.activity_of_allocated)}</td><td>{pct(f.fleet_activity)}</td><td>{wait(f, 'notebook')}</td>"
         f"<td>{wait(f, 'job')}</td><td>{f.lost_in_use}</td><td>{f.jobs_done} / {f.jobs}</td>"
-        f"<td>{f.idle_gpu_hours:,.0f}</td></tr>"
+        f"<td>{f.idle_gpu_hours:,.0f}</td><td>{f.repartitions}</td></tr>"
         for f in arms
     ]
     return f"<table>{head}{''.join(rows)}</table>"
 
 
-def render(title: str, summary: str, arms: Sequence[Figures], start: datetime) -> str:
+def render(title: str, summary: str, arms: Sequence[Figures], start: datetime, differences: Sequence[str] = ()) -> str:
+    """``differences``: lines saying what an arm changes against another (``__main__.difference``)."""
     charts: list[Any] = [usage_chart(arms, start), wait_chart(arms)]
     parts = [
         pio.to_html(fig, include_plotlyjs=(i == 0), full_html=False, config={"displaylogo": False})
@@ -93,5 +95,6 @@ def render(title: str, summary: str, arms: Sequence[Figures], start: datetime) -
         f"<title>{html.escape(title)}</title><style>body{{font-family:system-ui,sans-serif;margin:2em;color:#111827}}"
         "table{border-collapse:collapse}th,td{border:1px solid #d1d5db;padding:4px 8px;text-align:right}"
         "th:first-child,td:first-child{text-align:left}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1><p>{html.escape(summary)}</p>{_table(arms)}{''.join(parts)}</body></html>"
+        f"<h1>{html.escape(title)}</h1><p>{html.escape(summary)}</p>{_table(arms)}"
+        f"{''.join(f'<p class=difference>{html.escape(d)}</p>' for d in differences)}{''.join(parts)}</body></html>"
     )

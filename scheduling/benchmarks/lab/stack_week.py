@@ -501,6 +501,8 @@ def run(config: WeekConfig, say: Callable[[str], None] = print) -> WeekResult:
     model, arm = config.model, config.arm
     if arm.kind != "portal":
         raise ValueError(f"the full stack runs portal arms; arm {arm.name} is {arm.kind}")
+    if arm.dynamic_mig:
+        raise ValueError(f"the full stack does not run arms whose MIG layouts follow demand yet (arm {arm.name})")
     if not 0 < config.speed <= 600:
         raise ValueError("speed: at most 600 (the idle rule's minute may not be shorter than 0.1 s)")
     live = [Workspace.State.QUEUED, *Workspace.ACTIVE_STATES]

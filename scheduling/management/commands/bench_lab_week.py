@@ -58,7 +58,7 @@ class Command(BaseCommand):
         if not 1 <= options["days"] <= model.days:
             raise CommandError(f"--days must be 1-{model.days}")
         model = replace(model, days=options["days"])
-        portal = [a for a in model.arms if a.kind == "portal"]
+        portal = [a for a in model.arms if a.kind == "portal" and not a.dynamic_mig]  # the week runs no MIG loop
         name = options["arm"] or (portal[-1].name if portal else "")
         if name not in {a.name for a in portal}:
             raise CommandError(f"no portal arm {name!r} in the model (it has {', '.join(a.name for a in portal)})")
