@@ -42,7 +42,7 @@ checks: $(STAMP)
 
 # Two processes (pytest-xdist): the suite waits on real workers, clusters and browsers more than on the CPU.
 # Each process has its own test database, Celery queue and cache prefix (tests/conftest.py, settings_test.py).
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 pytest: $(STAMP)
 	$(BIN)/pytest -n $(PYTEST_WORKERS)
 
