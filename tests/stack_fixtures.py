@@ -90,6 +90,14 @@ class Worker:
                 start_new_session=True,  # its own process group: the pool's children can be killed with it
             )
 
+    def tail(self, lines: int = 80) -> str:
+        """The end of its log, the task lines only (what a failed test needs to say what the worker did)."""
+        if not self.log.exists():
+            return ""
+        text = self.log.read_text(errors="replace").splitlines()
+        tasks = [line[:300] for line in text if line.startswith("[2")]  # "[2026-...": the timestamped lines
+        return "\n".join(tasks[-lines:])
+
     def kill(self) -> None:
         """Die the hard way (no warm shutdown): what a crashed node or OOM kill does."""
         if self.process and self.process.poll() is None:
@@ -214,5 +222,6 @@ def dedicated_worker(
     yield start
     for own in started:
         own.stop()
+        print(f"--- {own.log.name} ---\n{own.tail()}")  # shown only when the test failed
     settings.CELERY_TASK_DEFAULT_QUEUE = worker.env["CELERY_QUEUE"]
     worker.start()
