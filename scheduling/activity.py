@@ -14,11 +14,11 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F, FloatField, OuterRef, Q, Subquery, Sum
+from django.db.models import F, FloatField, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast
 
-from scheduling.models import ActivitySample
-from scheduling.quota.rules import IdleRules, idle_rules
+from scheduling.models import ActivitySample, TeamPolicy
+from scheduling.quota.rules import idle_rules_for
 from scheduling.telemetry.samples import IDLE_ACTIVITY
 from workspaces.models import Workspace
 
@@ -78,7 +78,7 @@ def latest(workspaces: Iterable[Workspace], now: datetime) -> dict[int, Activity
     if not running:
         return {}
     samples = _latest_samples([w.pk for w in running])
-    rules: dict[int, IdleRules] = {team_id: idle_rules(team_id) for team_id in {w.team_id for w in running}}
+    rules = idle_rules_for({w.team_id for w in running})
     found = {}
     for w in running:
         sample, team = samples.get(w.pk), rules[w.team_id]
@@ -102,6 +102,14 @@ def latest(workspaces: Iterable[Workspace], now: datetime) -> dict[int, Activity
             flagged_stuck_at=w.flagged_stuck_at,
         )
     return found
+
+
+def version(running: Sequence[int]) -> tuple[Any, ...]:
+    """What :func:`latest` answers for the ``running`` workspaces depends on besides their own columns and the
+    clock: their newest sample (samples are only added) and the teams' idle policies. Two small queries,
+    for conditional GETs; a telemetry pass changes only the answers that show a running workspace."""
+    newest = ActivitySample.objects.filter(workspace_id__in=list(running)).aggregate(newest=Max("pk"))["newest"]
+    return newest, tuple(TeamPolicy.objects.order_by("pk").values_list())
 
 
 @dataclass(frozen=True)

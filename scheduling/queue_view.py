@@ -9,11 +9,9 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import F
 from django.utils import timezone
 
 from scheduling import services
-from workspaces.deadlines import workspace_deadline
 from workspaces.models import GpuOffering, Workspace
 
 HISTORY = 50  # finished workspaces per flavour that inform the runtime estimate
@@ -30,27 +28,36 @@ def _typical_runtime(flavour: str) -> timedelta | None:
     return timedelta(seconds=statistics.median(durations)) if len(durations) >= 3 else None
 
 
-def _expected_end(workspace: Workspace, typical: timedelta | None, now: datetime) -> datetime:
-    deadline = workspace_deadline(workspace) or now
-    if typical is not None and workspace.started_at is not None:
-        deadline = min(deadline, max(now, workspace.started_at + typical))
+def _expected_end(
+    started_at: datetime | None, max_runtime_seconds: int, typical: timedelta | None, now: datetime
+) -> datetime:
+    if started_at is None:  # admitted, not started yet
+        return now
+    deadline = started_at + timedelta(seconds=max_runtime_seconds)  # workspaces.deadlines, from two columns
+    if typical is not None:
+        deadline = min(deadline, max(now, started_at + typical))
     return max(deadline, now)
 
 
-def _estimates(flavour: str, waiting: list[Workspace], now: datetime) -> dict[int, datetime | None]:
+def _estimates(flavour: str, waiting: list[tuple[int, Decimal]], now: datetime) -> dict[int, datetime | None]:
     """Walk the running workspaces of the flavour in the order they are expected to end; each waiting
-    workspace (in queue order) starts when the units released so far cover it and everything ahead."""
+    workspace ((id, GPU-equivalents), in queue order) starts when the units released so far cover it and
+    everything ahead."""
     typical = _typical_runtime(flavour)
-    running = Workspace.objects.active().filter(offering__gpu_model=flavour)
-    ends = sorted((_expected_end(w, typical, now), w.gpu_equivalents) for w in running)
+    running = (
+        Workspace.objects.active()
+        .filter(offering__gpu_model=flavour)
+        .values_list("started_at", "max_runtime_seconds", "gpu_equivalents")
+    )
+    ends = sorted((_expected_end(start, limit, typical, now), units) for start, limit, units in running)
     estimates: dict[int, datetime | None] = {}
     needed, released, index = Decimal(0), Decimal(0), 0
-    for workspace in waiting:
-        needed += workspace.gpu_equivalents
+    for pk, units in waiting:
+        needed += units
         while released < needed and index < len(ends):
             released += ends[index][1]
             index += 1
-        estimates[workspace.pk] = ends[index - 1][0] if index and released >= needed else None
+        estimates[pk] = ends[index - 1][0] if index and released >= needed else None
     return estimates
 
 
@@ -75,38 +82,43 @@ def _alternatives(
 
 
 def queue_entries(user: Any) -> list[dict[str, Any]]:
-    visible = set(Workspace.objects.visible_to(user).filter(state=Workspace.State.QUEUED).values_list("pk", flat=True))
-    if not visible:
+    """The queued workspaces ``user`` may see, each with its place in its flavour's line. Every queued row is
+    read narrowly for the places; only the visible ones as models, and the rules and quota left of their
+    teams and owners in a few queries whatever their number."""
+    shown = {
+        w.pk: w
+        for w in Workspace.objects.visible_to(user)
+        .filter(state=Workspace.State.QUEUED)
+        .select_related("offering", "team", "owner")
+    }
+    if not shown:
         return []
     now = timezone.now()
-    queued = list(
+    queued = (
         Workspace.objects.filter(state=Workspace.State.QUEUED)
-        .select_related("offering", "team", "owner")
         .order_by("created_at", "id")
-        .annotate(flavour=F("offering__gpu_model"))
+        .values_list("pk", "offering__gpu_model", "gpu_equivalents")
     )
-    by_flavour: dict[str, list[Workspace]] = defaultdict(list)
-    for workspace in queued:
-        by_flavour[workspace.offering.flavour].append(workspace)
+    by_flavour: dict[str, list[tuple[int, Decimal]]] = defaultdict(list)
+    for pk, flavour, units in queued:
+        by_flavour[flavour].append((pk, units))
     offerings = list(GpuOffering.objects.filter(enabled=True))
     free = services.free_units(offerings)
-    rules: dict[int, services.TeamRules] = {}
-    left: dict[tuple[int, int], dict[tuple[int, str], Decimal]] = {}  # per (team, owner)
+    teams = {w.team_id for w in shown.values()}
+    rules = services.team_rules_for(teams)
+    left = services.members_quota_left(teams, {(w.team_id, w.owner_id) for w in shown.values()})
     entries = []
     for flavour, waiting in by_flavour.items():
+        if not any(pk in shown for pk, _ in waiting):
+            continue
         estimates = _estimates(flavour, waiting, now)
-        for position, workspace in enumerate(waiting, start=1):
-            if workspace.pk not in visible:
+        for position, (pk, _) in enumerate(waiting, start=1):
+            if (workspace := shown.get(pk)) is None:
                 continue
-            estimate = estimates.get(workspace.pk)
-            if workspace.team_id not in rules:
-                rules[workspace.team_id] = services.team_rules(workspace.team_id)
-            owner_key = (workspace.team_id, workspace.owner_id)
-            if owner_key not in left:
-                left[owner_key] = services.member_quota_left([workspace.team_id], workspace.owner_id)
+            estimate = estimates.get(pk)
             entries.append(
                 {
-                    "id": workspace.pk,
+                    "id": pk,
                     "name": workspace.name,
                     "team": workspace.team.slug,
                     "owner": workspace.owner.get_username(),
@@ -118,7 +130,7 @@ def queue_entries(user: Any) -> list[dict[str, Any]]:
                     "estimated_start": estimate.isoformat() if estimate else None,
                     "waiting_since": workspace.created_at.isoformat(),
                     "alternatives": _alternatives(
-                        workspace, offerings, free, left[owner_key], rules[workspace.team_id]
+                        workspace, offerings, free, left[workspace.owner_id], rules[workspace.team_id]
                     ),
                 }
             )

@@ -17,6 +17,7 @@ from django.core.cache import cache
 
 from portal.queue import enqueue_coalesced
 from scheduling.activity import Activity, Point, latest, series
+from scheduling.activity import version as activity_version
 from scheduling.activity_charts import sparkline as activity_sparkline
 from scheduling.demand import offering_demand, spec_for
 from scheduling.inventory import Capacity
@@ -28,7 +29,16 @@ from scheduling.loops import tasknames
 from scheduling.loops.provisioning import notebook_base_url, request_teardown
 from scheduling.models import MemberCap
 from scheduling.priorities import LEVELS
-from scheduling.quota.rules import IdleRules, TeamRules, idle_rules, member_use, never_fits, quota_summaries, team_rules
+from scheduling.quota.rules import (
+    IdleRules,
+    TeamRules,
+    idle_rules,
+    member_use,
+    never_fits,
+    quota_summaries,
+    team_rules,
+    team_rules_for,
+)
 from workspaces.models import GpuOffering, Workspace
 
 __all__ = [
@@ -43,12 +53,14 @@ __all__ = [
     "idle_rules",
     "job_priorities",
     "member_quota_left",
+    "members_quota_left",
     "never_fits",
     "notebook_url",
     "quota_summaries",
     "recent_logs",
     "request_cycle",
     "team_rules",
+    "team_rules_for",
     "tear_down",
     "workspace_activity",
     "workspace_series",
@@ -153,6 +165,12 @@ def workspace_activity(workspaces: Iterable[Workspace], now: Any) -> dict[int, A
     return latest(workspaces, now)
 
 
+def workspace_activity_version(running: Iterable[int]) -> tuple[Any, ...]:
+    """What :func:`workspace_activity` of the ``running`` workspaces depends on besides their columns and the
+    clock (for ETags)."""
+    return activity_version(list(running))
+
+
 def workspace_series(workspace: Workspace, now: Any, hours: int = 6) -> list[Point]:
     """The workspace's recent GPU activity and memory, oldest first."""
     return series(workspace, now, hours)
@@ -163,15 +181,26 @@ def member_quota_left(team_ids: Iterable[int], member_id: int) -> dict[tuple[int
     guarantee less what the team holds and, where the lead caps the member, the cap less what the member
     holds; never below zero. A flavour the team has no quota for is missing (nothing left)."""
     ids = list(team_ids)
-    left = {
+    return members_quota_left(ids, [(team_id, member_id) for team_id in ids])[member_id]
+
+
+def members_quota_left(
+    team_ids: Iterable[int], members: Iterable[tuple[int, int]]
+) -> dict[int, dict[tuple[int, str], Decimal]]:
+    """:func:`member_quota_left` of each member of ``members`` (team, member) pairs, by member, in four
+    queries whatever their number."""
+    ids, pairs = list(team_ids), set(members)
+    team_left = {
         key: max(Decimal(0), numbers["guaranteed"] - numbers["used"]) for key, numbers in quota_summaries(ids).items()
     }
+    left: dict[int, dict[tuple[int, str], Decimal]] = {member: dict(team_left) for _, member in pairs}
     held = member_use(ids)
-    for team_id, flavour, cap in MemberCap.objects.filter(team_id__in=ids, user_id=member_id).values_list(
-        "team_id", "flavour", "cap"
-    ):
-        own = max(Decimal(0), cap - held.get((team_id, member_id, flavour), Decimal(0)))
-        left[(team_id, flavour)] = min(left.get((team_id, flavour), Decimal(0)), own)
+    caps = MemberCap.objects.filter(team_id__in=ids, user_id__in=list(left))
+    for team_id, member, flavour, cap in caps.values_list("team_id", "user_id", "flavour", "cap"):
+        if (team_id, member) not in pairs:
+            continue
+        own = max(Decimal(0), cap - held.get((team_id, member, flavour), Decimal(0)))
+        left[member][(team_id, flavour)] = min(left[member].get((team_id, flavour), Decimal(0)), own)
     return left
 
 

@@ -489,7 +489,7 @@ class Workspace(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True, db_index=True)  # the queue's recent runtimes
 
     objects = WorkspaceQuerySet.as_manager()
 

@@ -20,7 +20,7 @@ from django.db import transaction
 
 from scheduling.loops.provisioning import request_teardown
 from scheduling.models import ActivitySample
-from scheduling.quota.rules import IdleRules, idle_rules
+from scheduling.quota.rules import IdleRules, idle_rules_for
 from scheduling.telemetry.idle_rule import Action, Judgement, Sample, decide, span
 from workspaces.models import Workspace
 from workspaces.transitions import State, note, transition
@@ -45,7 +45,7 @@ def apply_idle_rules(now: datetime) -> dict[str, int]:
     running = list(Workspace.objects.filter(state=State.RUNNING).select_related("team"))
     if not running:
         return {}
-    rules: dict[int, IdleRules] = {team_id: idle_rules(team_id) for team_id in {w.team_id for w in running}}
+    rules = idle_rules_for({w.team_id for w in running})
     longest = max(max(r.policy.window, r.policy.stuck_window) for r in rules.values())
     samples = _samples(running, now - longest - max(r.policy.max_gap for r in rules.values()))
     done: dict[str, int] = defaultdict(int)

@@ -115,14 +115,24 @@ class TeamRules:
 
 def team_rules(team_id: int) -> TeamRules:
     """The team's policy, or the portal-wide defaults where its lead set none."""
-    policy = TeamPolicy.objects.filter(team_id=team_id).prefetch_related("allowed_offerings").first()
-    if policy is None:
-        return TeamRules(settings.WORKSPACE_DEFAULT_RUNTIME_HOURS, settings.WORKSPACE_MAX_RUNTIME_HOURS, frozenset())
-    return TeamRules(
-        policy.default_runtime_hours,
-        min(policy.max_runtime_hours, settings.WORKSPACE_MAX_RUNTIME_HOURS),
-        frozenset(o.slug for o in policy.allowed_offerings.all()),
-    )
+    return team_rules_for([team_id])[team_id]
+
+
+def team_rules_for(team_ids: Iterable[int]) -> dict[int, TeamRules]:
+    """:func:`team_rules` of each team, in two queries."""
+    ids = set(team_ids)
+    policies = {p.team_id: p for p in TeamPolicy.objects.filter(team_id__in=ids).prefetch_related("allowed_offerings")}
+    defaults = TeamRules(settings.WORKSPACE_DEFAULT_RUNTIME_HOURS, settings.WORKSPACE_MAX_RUNTIME_HOURS, frozenset())
+    return {
+        team_id: defaults
+        if (policy := policies.get(team_id)) is None
+        else TeamRules(
+            policy.default_runtime_hours,
+            min(policy.max_runtime_hours, settings.WORKSPACE_MAX_RUNTIME_HOURS),
+            frozenset(o.slug for o in policy.allowed_offerings.all()),
+        )
+        for team_id in ids
+    }
 
 
 @dataclass(frozen=True)
@@ -134,7 +144,17 @@ class IdleRules:
 
 def idle_rules(team_id: int) -> IdleRules:
     """The team's idle rules (its lead's, or the defaults), as the idle rule reads them."""
-    policy = TeamPolicy.objects.filter(team_id=team_id).first() or TeamPolicy()
+    return idle_rules_for([team_id])[team_id]
+
+
+def idle_rules_for(team_ids: Iterable[int]) -> dict[int, IdleRules]:
+    """:func:`idle_rules` of each team, in one query."""
+    ids = set(team_ids)
+    policies = {p.team_id: p for p in TeamPolicy.objects.filter(team_id__in=ids)}
+    return {team_id: _idle_rules(policies.get(team_id) or TeamPolicy()) for team_id in ids}
+
+
+def _idle_rules(policy: TeamPolicy) -> IdleRules:
     minute = timedelta(seconds=settings.IDLE_POLICY_MINUTE_SECONDS)  # 60 s but in the demo and tests
     return IdleRules(
         IdlePolicy(
