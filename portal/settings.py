@@ -310,6 +310,9 @@ TELEMETRY_TIMEOUT_SECONDS = env_float("TELEMETRY_TIMEOUT_SECONDS", 5.0, minimum=
 # Seconds between telemetry collections (beat), and how many notebooks' Jupyter are read at once.
 TELEMETRY_INTERVAL_SECONDS = env_float("TELEMETRY_INTERVAL_SECONDS", 30.0, minimum=1.0)
 TELEMETRY_NOTEBOOK_CONCURRENCY = env_int("TELEMETRY_NOTEBOOK_CONCURRENCY", 16, minimum=1, maximum=128)
+# Self-refreshing lists and polled API answers carry an ETag (portal/conditional.py): unchanged rows, telemetry
+# and ledger answer 304. What follows the clock alone on them (ages, time left, stale marks) may lag this long.
+CONDITIONAL_GET_SECONDS = env_int("CONDITIONAL_GET_SECONDS", 30, minimum=1, maximum=300)
 # Operators' bounds on the idle rules leads set per team (scheduling/quota/actions.py do_set_idle_policy).
 IDLE_THRESHOLD_PERCENT_MAX = env_int("IDLE_THRESHOLD_PERCENT_MAX", 30, minimum=1, maximum=100)
 IDLE_WINDOW_MINUTES_MIN = env_int("IDLE_WINDOW_MINUTES_MIN", 30, minimum=5)

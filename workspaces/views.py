@@ -8,31 +8,60 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpResponse
+from django.db.models import QuerySet
+from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from portal import conditional
 from portal.billing import costs
 from portal.http import AuthenticatedRequest
 from portal.models import Membership
 from scheduling import services
-from workspaces import access, actions, form_choices
+from workspaces import access, actions, form_choices, freshness
 from workspaces.deadlines import workspace_deadline
 from workspaces.models import Workspace
 from workspaces.serializers import WorkspaceRequestSerializer
 from workspaces.tokens import jupyter_token
 
-LIST_LIMIT = 200  # rows on the list page; the API pages through any number
+# Rows on the list page, newest first: a first screen by default (rendering rows is most of the page's cost,
+# and it refreshes every 2 s), more on asking (?show=N, up to the most); the API pages through any number.
+LIST_ROWS = 50
+LIST_ROWS_MOST = 1000
 
 
 @login_required
-def workspace_list(request: AuthenticatedRequest) -> HttpResponse:
+def workspace_list(request: AuthenticatedRequest) -> HttpResponseBase:
     """Workspaces of the viewer's teams (all for finance and operators), each with only the actions its
-    viewer may take. ``?rows=1`` answers just the table's rows: the page's script redraws them with it."""
+    viewer may take. ``?rows=1`` answers just the table's rows: the page's script redraws them with it every
+    2 s, so they carry an ETag and an unchanged table answers 304 (``workspaces/freshness.py``)."""
+    raw = request.GET.get("show", str(LIST_ROWS))
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= LIST_ROWS_MOST:
+        return HttpResponseBadRequest(
+            f"show: a whole number of rows from 1 to {LIST_ROWS_MOST}.", content_type="text/plain"
+        )
+    count = int(raw)
+    led = access.teams_led_by(request.user)
+    visible = access.workspaces_visible_to(request.user).exclude(state=Workspace.State.DELETED)
+    shown = visible[:count]
+    if not request.GET.get("rows"):
+        more = min(count * 2, LIST_ROWS_MOST) if count < LIST_ROWS_MOST and visible[count:].exists() else None
+        return _workspace_list(request, shown, led, "workspaces/list.html", {"show": count, "show_more": more})
+    found = freshness.shown(shown)
+    tag = freshness.tag(request, found, costs.workspace_costs(found.ids), led=led)
+    return conditional.answer(request, tag, lambda: _workspace_list(request, shown, led, "workspaces/_rows.html"))
+
+
+def _workspace_list(
+    request: AuthenticatedRequest,
+    shown: QuerySet[Workspace],
+    led: set[int],
+    template: str,
+    page: dict[str, Any] | None = None,
+) -> HttpResponse:
     user = request.user
-    led = access.teams_led_by(user)
-    visible = list(access.workspaces_visible_to(user).exclude(state=Workspace.State.DELETED)[:LIST_LIMIT])
+    visible = list(shown)
     now = timezone.now()
     activity = services.workspace_activity(visible, now)
     cost = costs.workspace_costs(ws.pk for ws in visible)
@@ -46,13 +75,13 @@ def workspace_list(request: AuthenticatedRequest) -> HttpResponse:
         }
         for ws in visible
     ]
-    context = {
-        "rows": rows,
-        "can_request": access.can_request_workspace(user),
-        "month_total": costs.month_total(user.pk, now),
-        "currency": settings.BILLING_CURRENCY,
-    }
-    template = "workspaces/_rows.html" if request.GET.get("rows") else "workspaces/list.html"
+    context: dict[str, Any] = {"rows": rows}
+    if page is not None:  # the page around the rows
+        context |= page | {
+            "can_request": access.can_request_workspace(user),
+            "month_total": costs.month_total(user.pk, now),
+            "currency": settings.BILLING_CURRENCY,
+        }
     return render(request, template, context)
 
 

@@ -6,17 +6,20 @@ from typing import Any
 
 from django.db import models
 from django.db.models import ProtectedError, QuerySet
+from django.http import HttpResponseBase
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from portal import conditional
 from portal.access import is_operator
 from portal.api.errors import Conflict, protected_reason
 from scheduling import services
-from workspaces import access, actions
+from workspaces import access, actions, freshness
 from workspaces.models import GpuOffering, Image, Workspace
 from workspaces.serializers import (
     ImageSerializer,
@@ -128,19 +131,34 @@ class WorkspaceViewSet(
             OpenApiParameter("state", str, description="Comma-separated states."),
         ]
     )
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+    # A 304 is Django's HttpResponseNotModified, not a DRF Response.
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
+        """Answers 304 to an ``If-None-Match`` naming the page as it still is (``workspaces/freshness.py``)."""
         queryset = self.filter_queryset(self.get_queryset())
+        paginator = self.paginator
+        assert isinstance(paginator, LimitOffsetPagination)  # the project's (settings.REST_FRAMEWORK)
+        limit, offset = paginator.get_limit(request) or 0, paginator.get_offset(request)
+        shown = freshness.shown(queryset[offset : offset + limit])
+        tag = freshness.tag(request, shown, queryset.count(), request.build_absolute_uri())
+        return conditional.answer(request._request, tag, lambda: self._list(queryset))
+
+    def _list(self, queryset: QuerySet[Workspace]) -> Response:
         page = self.paginate_queryset(queryset)
         rows = list(page if page is not None else queryset)
         context = self.get_serializer_context() | {"activity": services.workspace_activity(rows, timezone.now())}
         data = WorkspaceSerializer(rows, many=True, context=context).data
         return self.get_paginated_response(data) if page is not None else Response(data)
 
-    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
+        """Answers 304 to an ``If-None-Match`` naming the workspace as it still is (the page polls it)."""
         workspace = self.get_object()
+        tag = freshness.detail_tag(request, workspace)
+        return conditional.answer(request._request, tag, lambda: self._retrieve(workspace))
+
+    def _retrieve(self, workspace: Workspace) -> Response:
         context = {"activity": services.workspace_activity([workspace], timezone.now())}
         data = dict(WorkspaceDetailSerializer(workspace, context=context).data)
-        owner_notebook = workspace.owner_id == request.user.pk and workspace.kind == Workspace.Kind.NOTEBOOK
+        owner_notebook = workspace.owner_id == self.request.user.pk and workspace.kind == Workspace.Kind.NOTEBOOK
         if owner_notebook and workspace.state == Workspace.State.RUNNING:
             # Only the owner ever sees the Jupyter token.
             data["notebook_url"] = services.notebook_url(workspace, jupyter_token(workspace))
