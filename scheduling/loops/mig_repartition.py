@@ -100,6 +100,7 @@ def queued_demand(now: datetime) -> dict[tuple[str, str], int]:
         Workspace.objects.filter(
             state=Workspace.State.QUEUED,
             offering__kind__in=(GpuOffering.Kind.WHOLE, GpuOffering.Kind.MIG),
+            offering__device_class="",  # DRA requests: DRA nodes serve them, and this loop never touches those
             created_at__lte=now - timedelta(seconds=settings.MIG_REPARTITION_MIN_WAIT_SECONDS),
         )
         .exclude(offering__gpu_model="")

@@ -90,6 +90,12 @@ def test_demand_is_what_waits_for_the_cluster_long_enough(org: Org, settings: An
     make(org.alpha, org.member, whole, kind=Workspace.Kind.JOB, gpu_count=4, workers=2, command=["train"])
     make(org.alpha, org.member, mig, reason="Waiting for team quota: Alpha uses 8 of its 8 guaranteed ...")
     make(org.alpha, org.member, mig, state=Workspace.State.RUNNING)
+    dra = GpuOffering.objects.create(
+        slug="h100-1g-dra", display_name="H100 1g.10gb (DRA)", kind="mig", gpu_model=H100, mig_profile="1g.10gb",
+        gpu_equivalents="0.1429", allowed_counts=[1], device_class="mig.nvidia.com",
+        device_selector="device.attributes['gpu.nvidia.com'].profile == '1g.10gb'",
+    )  # fmt: skip
+    make(org.alpha, org.member, dra)  # a DRA node serves it; splitting a device-plugin node would not
     Workspace.objects.update(created_at=timezone.now() - timedelta(minutes=5))
     make(org.alpha, org.member, mig)  # queued a moment ago: the next cycle may well start it
     assert mig_repartition.queued_demand(timezone.now()) == {
