@@ -4,11 +4,13 @@ the same number of queries whatever the number of rows, and the rows page keeps 
 
 from __future__ import annotations
 
+import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 
+from portal import conditional
 from portal.models import User
 from tests import factories
 from tests.catalogue import install_offerings
@@ -17,6 +19,12 @@ from workspaces import views
 from workspaces.models import GpuOffering, Workspace, WorkspaceEvent
 
 ROWS = "/workspaces/?rows=1&show=50"
+
+
+@pytest.fixture(autouse=True)
+def _still_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock's step is part of every tag: held still, so that a test never straddles a step's end."""
+    monkeypatch.setattr(conditional, "clock_step", lambda salt=0: 0)
 
 
 def _offering() -> GpuOffering:
