@@ -30,10 +30,14 @@ def clock_step(salt: int = 0) -> int:
     return int((time.time() + (salt * 7919) % period) // period)
 
 
+def digest(*facts: Any) -> str:
+    """A short digest of ``facts`` (values with a stable ``repr``)."""
+    return hashlib.blake2b(repr(facts).encode(), digest_size=16).hexdigest()
+
+
 def etag(*facts: Any) -> str:
-    """A weak ETag for an answer that depends on exactly ``facts`` (values with a stable ``repr``)."""
-    digest = hashlib.blake2b(repr(facts).encode(), digest_size=16).hexdigest()
-    return f'W/"{digest}"'
+    """A weak ETag for an answer that depends on exactly ``facts``."""
+    return f'W/"{digest(*facts)}"'
 
 
 def answer(request: HttpRequest, tag: str, build: Callable[[], HttpResponseBase]) -> HttpResponseBase:

@@ -9,7 +9,6 @@ the database in one query (no row crosses to Python); elsewhere (the demo's SQLi
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +55,7 @@ def shown(queryset: QuerySet[Workspace]) -> Shown:
     rows = list(narrow)
     state = columns.index("state")
     return Shown(
-        hashlib.blake2b(repr(rows).encode(), digest_size=16).hexdigest(),
+        conditional.digest(rows),
         [row[0] for row in rows],
         [row[0] for row in rows if row[state] == Workspace.State.RUNNING],
     )
