@@ -201,6 +201,11 @@ SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", IS_PRODUCTION)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("DJANGO_BEHIND_TLS_PROXY", False) else None
 SESSION_COOKIE_AGE = env_int("DJANGO_SESSION_AGE_SECONDS", 8 * 3600, minimum=300)
+# Every page and refresh reads the session: from Redis where there is one shared by every web process (written
+# through to the database, which stays the record; a cache failure falls back to it). Without Redis (the demo)
+# the cache is per process, so sessions stay in the database alone: a sign-out must reach every process.
+if REDIS_URL:
+    SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 
 REST_FRAMEWORK = {
     # Token first, so an anonymous API call gets 401 with a WWW-Authenticate header rather than 403.

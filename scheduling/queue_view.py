@@ -17,15 +17,25 @@ from workspaces.models import GpuOffering, Workspace
 HISTORY = 50  # finished workspaces per flavour that inform the runtime estimate
 
 
-def _typical_runtime(flavour: str) -> timedelta | None:
-    """Median runtime of recently finished workspaces of this flavour: people often stop before the limit."""
-    finished = (
+def _typical_runtimes(flavours: set[str]) -> dict[str, timedelta | None]:
+    """Median runtime of recently finished workspaces of each flavour (people often stop before the limit):
+    one query, each flavour's newest finished rows read by the finished_at index as if asked alone."""
+    per_flavour = [
         Workspace.objects.filter(offering__gpu_model=flavour, started_at__isnull=False, finished_at__isnull=False)
         .order_by("-finished_at")
-        .values_list("started_at", "finished_at")[:HISTORY]
-    )
-    durations = [(end - start).total_seconds() for start, end in finished if start and end and end > start]
-    return timedelta(seconds=statistics.median(durations)) if len(durations) >= 3 else None
+        .values_list("offering__gpu_model", "started_at", "finished_at")[:HISTORY]
+        for flavour in sorted(flavours)
+    ]
+    if not per_flavour:
+        return {}
+    durations: dict[str, list[float]] = defaultdict(list)
+    for flavour, start, end in per_flavour[0].union(*per_flavour[1:], all=True):
+        if start and end and end > start:
+            durations[flavour].append((end - start).total_seconds())
+    return {
+        flavour: timedelta(seconds=statistics.median(durations[flavour])) if len(durations[flavour]) >= 3 else None
+        for flavour in flavours
+    }
 
 
 def _expected_end(
@@ -39,16 +49,28 @@ def _expected_end(
     return max(deadline, now)
 
 
-def _estimates(flavour: str, waiting: list[tuple[int, Decimal]], now: datetime) -> dict[int, datetime | None]:
-    """Walk the running workspaces of the flavour in the order they are expected to end; each waiting
-    workspace ((id, GPU-equivalents), in queue order) starts when the units released so far cover it and
-    everything ahead."""
-    typical = _typical_runtime(flavour)
-    running = (
+def _running(flavours: set[str]) -> dict[str, list[tuple[datetime | None, int, Decimal]]]:
+    """The admitted and running workspaces of each flavour: (started at, runtime limit, units)."""
+    running: dict[str, list[tuple[datetime | None, int, Decimal]]] = defaultdict(list)
+    rows = (
         Workspace.objects.active()
-        .filter(offering__gpu_model=flavour)
-        .values_list("started_at", "max_runtime_seconds", "gpu_equivalents")
+        .filter(offering__gpu_model__in=flavours)
+        .values_list("offering__gpu_model", "started_at", "max_runtime_seconds", "gpu_equivalents")
     )
+    for flavour, start, limit, units in rows:
+        running[flavour].append((start, limit, units))
+    return running
+
+
+def _estimates(
+    waiting: list[tuple[int, Decimal]],
+    running: list[tuple[datetime | None, int, Decimal]],
+    typical: timedelta | None,
+    now: datetime,
+) -> dict[int, datetime | None]:
+    """Walk a flavour's running workspaces in the order they are expected to end; each waiting workspace
+    ((id, GPU-equivalents), in queue order) starts when the units released so far cover it and everything
+    ahead."""
     ends = sorted((_expected_end(start, limit, typical, now), units) for start, limit, units in running)
     estimates: dict[int, datetime | None] = {}
     needed, released, index = Decimal(0), Decimal(0), 0
@@ -107,11 +129,13 @@ def queue_entries(user: Any) -> list[dict[str, Any]]:
     teams = {w.team_id for w in shown.values()}
     rules = services.team_rules_for(teams)
     left = services.members_quota_left(teams, {(w.team_id, w.owner_id) for w in shown.values()})
+    seen = {flavour for flavour, waiting in by_flavour.items() if any(pk in shown for pk, _ in waiting)}
+    typical, running = _typical_runtimes(seen), _running(seen)
     entries = []
     for flavour, waiting in by_flavour.items():
-        if not any(pk in shown for pk, _ in waiting):
+        if flavour not in seen:
             continue
-        estimates = _estimates(flavour, waiting, now)
+        estimates = _estimates(waiting, running[flavour], typical[flavour], now)
         for position, (pk, _) in enumerate(waiting, start=1):
             if (workspace := shown.get(pk)) is None:
                 continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -49,8 +50,11 @@ def workspace_list(request: AuthenticatedRequest) -> HttpResponseBase:
         more = min(count * 2, LIST_ROWS_MOST) if count < LIST_ROWS_MOST and visible[count:].exists() else None
         return _workspace_list(request, shown, led, "workspaces/list.html", {"show": count, "show_more": more})
     found = freshness.shown(shown)
-    tag = freshness.tag(request, found, costs.workspace_costs(found.ids), led=led)
-    return conditional.answer(request, tag, lambda: _workspace_list(request, shown, led, "workspaces/_rows.html"))
+    cost = costs.workspace_costs(found.ids)
+    tag = freshness.tag(request, found, cost, led=led)
+    return conditional.answer(
+        request, tag, lambda: _workspace_list(request, shown, led, "workspaces/_rows.html", cost=cost)
+    )
 
 
 def _workspace_list(
@@ -59,12 +63,15 @@ def _workspace_list(
     led: set[int],
     template: str,
     page: dict[str, Any] | None = None,
+    cost: dict[int, Decimal] | None = None,
 ) -> HttpResponse:
+    """``cost``: the rows' costs where the caller has read them already (for the tag)."""
     user = request.user
     visible = list(shown)
     now = timezone.now()
     activity = services.workspace_activity(visible, now)
-    cost = costs.workspace_costs(ws.pk for ws in visible)
+    if cost is None:
+        cost = costs.workspace_costs(ws.pk for ws in visible)
     rows = [
         {
             "workspace": ws,

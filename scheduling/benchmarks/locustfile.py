@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import time
 from typing import Any
 
-from locust import FastHttpUser, constant_pacing, task
+from locust import FastHttpUser, task
 
 PEOPLE: list[dict[str, Any]] = json.loads(open(os.environ["GPUPORTAL_LOAD_PEOPLE"]).read())  # noqa: SIM115
 RNG = random.Random(int(os.environ.get("GPUPORTAL_LOAD_SEED", "1")))
@@ -30,14 +31,25 @@ class _Person(FastHttpUser):
     abstract = True
     roles: tuple[str, ...] = ("member",)
     api = False  # a token client (API) rather than a browser with a session
+    pace = 2.0  # seconds from one request's start to the next
 
     def on_start(self) -> None:
+        # Tabs open at random moments, so their refreshes are out of step with each other. Locust starts users
+        # in batches (the spawn rate's worth at once), and plain constant pacing would keep each batch firing
+        # together for the whole run: bursts no group of browsers makes.
+        self.due = time.perf_counter() + RNG.uniform(0, self.pace)
+        time.sleep(self.due - time.perf_counter())
         self.person = _person(*self.roles)
         self.etags: dict[str, str] = {}  # the browser's cache, or the API client's
         if self.api:
             self.headers = {"Authorization": f"Token {self.person['token']}", "Accept": "application/json"}
         else:
             self.headers = {"Cookie": f"sessionid={self.person['session']}"}
+
+    def wait_time(self) -> float:
+        """Constant pacing from the user's own phase (a late request delays the next, never doubles up)."""
+        self.due = max(self.due + self.pace, time.perf_counter())
+        return self.due - time.perf_counter()
 
     def get(self, path: str, name: str) -> None:
         # No redirect is followed: a page that sends its viewer to the login form has failed.
@@ -61,7 +73,7 @@ class Researcher(_Person):
     """A member with their list of workspaces or one workspace open; now and then a fresh page load."""
 
     weight = 12
-    wait_time = constant_pacing(2)
+    pace = 2.0
 
     @task(6)
     def list_rows(self) -> None:
@@ -85,7 +97,7 @@ class Lead(_Person):
 
     weight = 2
     roles = ("lead",)
-    wait_time = constant_pacing(5)
+    pace = 5.0
 
     @task
     def team(self) -> None:
@@ -105,7 +117,7 @@ class Finance(_Person):
 
     weight = 1
     roles = ("finance",)
-    wait_time = constant_pacing(10)
+    pace = 10.0
 
     @task
     def chargeback(self) -> None:
@@ -122,7 +134,7 @@ class ApiClient(_Person):
     weight = 3
     roles = ("member", "lead")
     api = True
-    wait_time = constant_pacing(2)
+    pace = 2.0
 
     @task(3)
     def mine(self) -> None:
@@ -147,7 +159,7 @@ class OperatorClient(_Person):
     weight = 1
     roles = ("operator",)
     api = True
-    wait_time = constant_pacing(2)
+    pace = 2.0
 
     @task
     def everything(self) -> None:
@@ -158,11 +170,11 @@ class Probe(_Person):
     """The bare view, measured beside everything else in the same run."""
 
     weight = 1
-    wait_time = constant_pacing(0.5)
+    pace = 0.5
 
     def on_start(self) -> None:
-        self.headers = {}
-        self.etags = {}
+        super().on_start()
+        self.headers = {}  # nobody signed in
 
     @task
     def healthz(self) -> None:

@@ -74,3 +74,24 @@ def test_lead_sees_the_banner_without_a_keep_alive_button(
     expect(page.locator("#idle-banner")).to_be_visible()
     expect(page.locator("#keep-alive")).to_have_count(0)
     page.screenshot(path="/tmp/activity-lead.png", full_page=True)
+
+
+def test_an_open_page_asks_for_the_workspace_every_2_s_for_events_and_logs_every_10_s_and_not_while_hidden(
+    page: Page, live_server, org: Org, warned_notebook: Workspace
+) -> None:
+    # Each of the page's calls counts against its viewer's API rate (API_THROTTLE_USER).
+    log_in(page, live_server.url, org.member.username, PASSWORD)
+    api = f"/api/v1/workspaces/{warned_notebook.pk}/"
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url.split(live_server.url, 1)[-1]))
+    page.goto(f"{live_server.url}/workspaces/{warned_notebook.pk}/")
+    page.wait_for_timeout(11_000)
+    assert 5 <= asked.count(api) <= 7  # at 0, 2, 4 ... 10 s
+    for slow in ("cluster-events/", "logs/"):
+        assert 2 <= asked.count(api + slow) <= 3  # at 0 and 10 s
+    # A hidden tab asks for nothing.
+    page.evaluate("Object.defineProperty(document, 'hidden', {value: true, configurable: true})")
+    page.wait_for_timeout(500)
+    before = len(asked)
+    page.wait_for_timeout(4_500)
+    assert asked[before:] == []

@@ -53,8 +53,10 @@ def demo(live_server: object, quiet_cluster_loops: None) -> None:
         alert=old, change="resolved", episode=now - timedelta(hours=5), at=now - timedelta(hours=4),
         message="62% of the 2 measured GPU-equivalents Language holds are idle (threshold 40 %).",
     )  # fmt: skip
-    LoopStat.objects.create(loop="scheduling_cycle", last_finished_at=now - timedelta(minutes=9))
-    LoopStat.objects.create(loop="reconcile", last_finished_at=now)
+    # A loop that another test's in-process worker left running may have written its row already.
+    stalled = now - timedelta(minutes=9)
+    LoopStat.objects.update_or_create(loop="scheduling_cycle", defaults={"last_finished_at": stalled})
+    LoopStat.objects.update_or_create(loop="reconcile", defaults={"last_finished_at": now})
 
 
 def test_operators_see_every_alert_and_the_stalled_loop(page: Page, live_server, demo: None) -> None:

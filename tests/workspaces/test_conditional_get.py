@@ -119,6 +119,13 @@ def test_query_counts_do_not_grow_with_the_rows(db: None, org: Org) -> None:
         factories.add_member(org.alpha, owner)
         factories.make_workspace(org.alpha, owner, offering)
     assert queue == [_queries_plain(api, "/api/v1/queue/")]
+    # Other GPU models queued and running: their runtime estimates are read in the same queries.
+    models = {o.gpu_model: o for o in GpuOffering.objects.exclude(gpu_model__in=("", offering.gpu_model))}
+    assert len(models) >= 2
+    for other in models.values():
+        factories.make_workspace(org.alpha, org.lead, other)
+        factories.make_workspace(org.alpha, org.lead, other, state=Workspace.State.RUNNING)
+    assert queue == [_queries_plain(api, "/api/v1/queue/")]
 
 
 def _queries_plain(client: Client, path: str) -> int:
