@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -27,7 +28,17 @@ def clock_step(salt: int = 0) -> int:
     time left, stale telemetry) may lag by up to that. ``salt`` (the viewer) shifts where steps begin, so
     that every open page does not miss at the same instant."""
     period = settings.CONDITIONAL_GET_SECONDS
-    return int((time.time() + (salt * 7919) % period) // period)
+    return int((time.time() + _shift(salt)) // period)
+
+
+def step_began(salt: int = 0) -> datetime:
+    """When the current step of :func:`clock_step` began: figures that grow with the clock (a running
+    workspace's cost) are shown as of then, so that they change once a step rather than at every sighting."""
+    return datetime.fromtimestamp(clock_step(salt) * settings.CONDITIONAL_GET_SECONDS - _shift(salt), tz=UTC)
+
+
+def _shift(salt: int) -> int:
+    return (salt * 7919) % settings.CONDITIONAL_GET_SECONDS
 
 
 def digest(*facts: Any) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -50,7 +51,7 @@ def workspace_list(request: AuthenticatedRequest) -> HttpResponseBase:
         more = min(count * 2, LIST_ROWS_MOST) if count < LIST_ROWS_MOST and visible[count:].exists() else None
         return _workspace_list(request, shown, led, "workspaces/list.html", {"show": count, "show_more": more})
     found = freshness.shown(shown)
-    cost = costs.workspace_costs(found.ids)
+    cost = costs.workspace_costs(found.ids, upto=_costs_as_of(request))
     tag = freshness.tag(request, found, cost, led=led)
     return conditional.answer(
         request, tag, lambda: _workspace_list(request, shown, led, "workspaces/_rows.html", cost=cost)
@@ -71,7 +72,7 @@ def _workspace_list(
     now = timezone.now()
     activity = services.workspace_activity(visible, now)
     if cost is None:
-        cost = costs.workspace_costs(ws.pk for ws in visible)
+        cost = costs.workspace_costs((ws.pk for ws in visible), upto=_costs_as_of(request))
     rows = [
         {
             "workspace": ws,
@@ -90,6 +91,12 @@ def _workspace_list(
             "currency": settings.BILLING_CURRENCY,
         }
     return render(request, template, context)
+
+
+def _costs_as_of(request: AuthenticatedRequest) -> datetime:
+    """The list shows running workspaces' costs as of the start of the viewer's clock step: they grow at every
+    ledger pass (5 s), and would otherwise change the rows' ETag that often (docs/conditional-get.md)."""
+    return conditional.step_began(salt=request.user.pk or 0)
 
 
 def _ends_at(workspace: Workspace) -> Any:

@@ -8,8 +8,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import ExpressionWrapper, F, FloatField, Sum
-from django.db.models.functions import Cast
+from django.db.models import ExpressionWrapper, F, FloatField, Sum, Value
+from django.db.models.functions import Cast, Least
 
 from portal.billing import periods
 from portal.billing.ledger import rate_card, zone
@@ -29,15 +29,20 @@ def unit_prices(offerings: Iterable[Any], at: datetime) -> dict[str, Decimal | N
     }
 
 
-def _money() -> Any:
-    seconds = Seconds(F("last_seen_at"), F("started_at"))
+def _money(upto: datetime | None = None) -> Any:
+    seen = F("last_seen_at") if upto is None else Least(F("last_seen_at"), Value(upto))
+    seconds = Seconds(seen, F("started_at"))
     return Sum(ExpressionWrapper(seconds * Cast("rate", FloatField()), output_field=FloatField()))
 
 
-def workspace_costs(workspace_ids: Iterable[int]) -> dict[int, Decimal]:
-    """What each workspace has cost so far (every run, up to the ledger's last sighting of its pods)."""
-    rows = UsageInterval.objects.filter(workspace_id__in=list(workspace_ids)).values("workspace_id")
-    return {r["workspace_id"]: cents((r["money"] or 0) / 3600) for r in rows.annotate(money=_money())}
+def workspace_costs(workspace_ids: Iterable[int], upto: datetime | None = None) -> dict[int, Decimal]:
+    """What each workspace has cost so far (every run, up to the ledger's last sighting of its pods), or as of
+    ``upto`` where given."""
+    rows = UsageInterval.objects.filter(workspace_id__in=list(workspace_ids))
+    if upto is not None:
+        rows = rows.filter(started_at__lt=upto)
+    money = rows.values("workspace_id").annotate(money=_money(upto))
+    return {r["workspace_id"]: cents((r["money"] or 0) / 3600) for r in money}
 
 
 def month_total(user_id: int, now: datetime) -> Decimal:

@@ -14,6 +14,11 @@ concurrent users in ``users``, ``seconds`` of what people do (``locustfile.py``)
 or a workspace open (both refresh every 2 s), leads on the team, quota and queue pages, finance on the
 chargeback and team cost pages, API clients polling their lists, and a probe on ``/healthz``, the bare view
 every endpoint is compared with in the same run.
+
+Meanwhile the portal's own loops write as they do in production (``cluster_at_work``): every reconcile pass
+(``RECONCILE_INTERVAL_SECONDS``) the ledger advances the running workspaces' open usage intervals, so their
+costs grow; every telemetry pass (``TELEMETRY_INTERVAL_SECONDS``) each running workspace gets a sample. Without
+them, unchanged answers would be unchanged for longer than they ever are.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from __future__ import annotations
 import csv
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -37,15 +44,19 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
-from django.db import connection
+from django.db import connection, connections
+from django.db.models import Max
+from django.db.models.functions import Now
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from portal.billing import periods
 from portal.billing.ledger import zone
+from portal.billing.models import UsageInterval
 from portal.models import Membership, OrgRole, Team, User
 from scheduling.benchmarks import chargeback
 from scheduling.benchmarks.chargeback import BenchError
+from scheduling.models import ActivitySample
 from workspaces.models import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,6 +204,78 @@ def _some_workspaces(team: int | None) -> list[int]:
     rows = Workspace.objects.filter(team_id=team).order_by("-created_at").values_list("pk", "state")[:200]
     ordered = sorted(rows, key=lambda row: row[1] not in live)
     return [pk for pk, _ in ordered[:5]]
+
+
+# --- what the portal's own loops write meanwhile ------------------------------------------------------
+
+
+def _open_intervals(running: list[int]) -> None:
+    """An open usage interval, charged this month, for each running workspace that has none: a copy of its
+    newest interval (the organisation's ledger is last month's), as the ledger opens one for a running pod."""
+    now = timezone.now()
+    month = periods.month_of(now, zone())
+    has_open = set(
+        UsageInterval.objects.filter(workspace_id__in=running, ended_at=None).values_list("workspace_id", flat=True)
+    )
+    newest = (
+        UsageInterval.objects.filter(workspace_id__in=set(running) - has_open)
+        .values("workspace_id")
+        .annotate(newest=Max("pk"))
+        .values_list("newest", flat=True)
+    )
+    opened = []
+    for interval in UsageInterval.objects.filter(pk__in=list(newest)):
+        interval.pk = None
+        interval.pod_uid = f"{interval.pod_uid[:50]}-live"
+        interval.started_at = max(now - timedelta(hours=2), periods.month_start(month, zone()))
+        interval.last_seen_at, interval.ended_at, interval.period, interval.adjusts = now, None, month, None
+        interval.measured_gpu_seconds = interval.used_gpu_seconds = interval.idle_gpu_seconds = 0.0
+        opened.append(interval)
+    UsageInterval.objects.bulk_create(opened, batch_size=1000)
+
+
+def _sample(workspace_id: int, now: Any, rng: random.Random) -> ActivitySample:
+    seconds = round(settings.TELEMETRY_INTERVAL_SECONDS)
+    active = rng.choice((0.0, 0.02, 0.35, 0.8, 0.95))
+    return ActivitySample(
+        workspace_id=workspace_id, at=now, seconds=seconds, gpu_seconds=seconds,
+        idle_gpu_seconds=seconds if active < 0.05 else 0, source=ActivitySample.Source.PROMETHEUS,
+        gpu_active=active, gpu_observed_at=now, fb_used_mib=rng.uniform(1000, 9000), fb_total_mib=9984.0,
+    )  # fmt: skip
+
+
+@contextmanager
+def cluster_at_work(seed: int) -> Iterator[None]:
+    """Until the block ends, a thread writes what reconcile and telemetry write for the running workspaces."""
+    running = list(Workspace.objects.filter(state=Workspace.State.RUNNING).values_list("pk", flat=True))
+    _open_intervals(running)
+    stop = threading.Event()
+    rng = random.Random(seed)
+
+    def work() -> None:
+        reconcile, telemetry = settings.RECONCILE_INTERVAL_SECONDS, settings.TELEMETRY_INTERVAL_SECONDS
+        next_reconcile = next_telemetry = time.monotonic()
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                if now >= next_reconcile:
+                    UsageInterval.objects.filter(workspace_id__in=running, ended_at=None).update(last_seen_at=Now())
+                    next_reconcile = now + reconcile
+                if now >= next_telemetry:
+                    at = timezone.now()
+                    ActivitySample.objects.bulk_create(_sample(pk, at, rng) for pk in running)
+                    next_telemetry = now + telemetry
+                stop.wait(max(0.0, min(next_reconcile, next_telemetry) - time.monotonic()))
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=work, name="cluster-at-work", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
 
 
 # --- the database, the server and the load generator --------------------------------------------------
@@ -344,7 +427,8 @@ def run(scenario: Scenario, *, keep: bool, progress: Callable[[str], None], out:
         with served(scenario, out / "gunicorn.log") as url:
             for users in scenario.users:
                 progress(f"{users} users for {scenario.seconds} s")
-                stats = run_locust(url, users, scenario, people_file, out)
+                with cluster_at_work(scenario.seed):
+                    stats = run_locust(url, users, scenario, people_file, out)
                 strict = ABSOLUTE_MS if users <= STRICT_UP_TO_USERS else None
                 result.levels.append(read_level(stats, users, scenario.seconds, strict_ms=strict))
     return result

@@ -4,17 +4,22 @@ the same number of queries whatever the number of rows, and the rows page keeps 
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from portal import conditional
+from portal.billing.models import UsageInterval
 from portal.models import User
 from tests import factories
 from tests.catalogue import install_offerings
 from tests.conftest import Org
+from tests.portal.billing.test_report import interval
 from workspaces import views
 from workspaces.models import GpuOffering, Workspace, WorkspaceEvent
 
@@ -148,3 +153,26 @@ def test_the_list_page_shows_a_first_screen_and_more_on_asking(db: None, org: Or
     for bad in ("0", "x", "1001", "²"):
         refused = browser.get(f"/workspaces/?show={bad}")
         assert refused.status_code == 400 and "whole number of rows from 1 to 1000" in refused.content.decode()
+
+
+def test_a_running_workspaces_cost_moves_the_rows_tag_once_a_step_not_at_every_ledger_pass(
+    db: None, org: Org, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The ledger advances an open interval at every reconcile pass (5 s); the list shows the cost as of the
+    # start of the viewer's clock step, so an unchanged list stays 304 until the step ends.
+    browser = _browser(org.lead)
+    workspace = factories.make_workspace(org.alpha, org.lead, _offering(), state=Workspace.State.RUNNING)
+    began = timezone.now() - timedelta(seconds=10)
+    monkeypatch.setattr(conditional, "step_began", lambda salt=0: began)
+    open_interval = interval(workspace, began - timedelta(hours=2), began + timedelta(seconds=5), "36.00")
+    UsageInterval.objects.filter(pk=open_interval.pk).update(ended_at=None)  # still running
+    first = browser.get(ROWS)
+    assert "72.00" in first.content.decode()  # 2 h at 36.00 an hour (a cent a second), as of the step's start
+    UsageInterval.objects.filter(pk=open_interval.pk).update(last_seen_at=began + timedelta(seconds=9))
+    assert browser.get(ROWS, HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 304
+    # The next step shows what the ledger has seen since.
+    monkeypatch.setattr(conditional, "clock_step", lambda salt=0: 1)
+    monkeypatch.setattr(conditional, "step_began", lambda salt=0: began + timedelta(hours=1))
+    UsageInterval.objects.filter(pk=open_interval.pk).update(last_seen_at=began + timedelta(hours=2))
+    later = browser.get(ROWS, HTTP_IF_NONE_MATCH=first["ETag"])
+    assert later.status_code == 200 and "108.00" in later.content.decode()  # 3 h, as of the new step's start
