@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from decimal import Decimal
+from itertools import chain
 from typing import Any
 
+from django.db import connections
 from django.utils import timezone
 
 from scheduling import services
@@ -28,8 +31,13 @@ def _typical_runtimes(flavours: set[str]) -> dict[str, timedelta | None]:
     ]
     if not per_flavour:
         return {}
+    rows: Iterable[tuple[str, datetime | None, datetime | None]] = (
+        per_flavour[0].union(*per_flavour[1:], all=True)
+        if connections[per_flavour[0].db].features.supports_slicing_ordering_in_compound
+        else chain.from_iterable(per_flavour)  # SQLite (the demo): one query per flavour
+    )
     durations: dict[str, list[float]] = defaultdict(list)
-    for flavour, start, end in per_flavour[0].union(*per_flavour[1:], all=True):
+    for flavour, start, end in rows:
         if start and end and end > start:
             durations[flavour].append((end - start).total_seconds())
     return {
