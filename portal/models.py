@@ -22,7 +22,7 @@ class User(AbstractUser):
         # Cached per instance: navigation and access checks ask several times per request.
         cached: set[str] | None = getattr(self, "_org_roles_cache", None)
         if cached is None:
-            cached = set(self.orgroles.values_list("role", flat=True))
+            cached = set(self.orgroles.order_by().values_list("role", flat=True))  # no join for the default order
             self._org_roles_cache = cached
         return cached
 

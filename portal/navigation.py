@@ -20,7 +20,8 @@ class Viewer:
 
     @classmethod
     def of(cls, user: Any) -> Viewer:
-        return cls(user, frozenset(Membership.objects.filter(user_id=user.pk).values_list("role", flat=True)))
+        roles = Membership.objects.filter(user_id=user.pk).order_by().values_list("role", flat=True)  # no join
+        return cls(user, frozenset(roles))
 
 
 @dataclass(frozen=True)

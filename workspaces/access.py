@@ -78,7 +78,8 @@ def teams_led_by(user: Any) -> set[int]:
     """Ids of the teams ``user`` leads (one query, for pages that ask about many workspaces)."""
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return set()
-    return set(Membership.objects.filter(user=user, role=Membership.Role.LEAD).values_list("team_id", flat=True))
+    leads = Membership.objects.filter(user=user, role=Membership.Role.LEAD).order_by()  # no join for the order
+    return set(leads.values_list("team_id", flat=True))
 
 
 def can_request_workspace(user: Any) -> bool:
