@@ -104,11 +104,17 @@ def latest(workspaces: Iterable[Workspace], now: datetime) -> dict[int, Activity
     return found
 
 
-def version(running: Sequence[int]) -> tuple[Any, ...]:
+def version(running: Sequence[int], upto: datetime | None = None) -> tuple[Any, ...]:
     """What :func:`latest` answers for the ``running`` workspaces depends on besides their own columns and the
-    clock: their newest sample (samples are only added) and the teams' idle policies. Two small queries,
-    for conditional GETs; a telemetry pass changes only the answers that show a running workspace."""
-    newest = ActivitySample.objects.filter(workspace_id__in=list(running)).aggregate(newest=Max("pk"))["newest"]
+    clock: their newest sample (samples are only added) and the teams' idle policies. Two small queries, for
+    conditional GETs; a telemetry pass changes only the answers that show a running workspace. ``upto``: the
+    newest sample collected by then; at the start of the viewer's clock step, a pass changes the tag at the
+    step's end, with the clock, rather than once more as soon as it lands (an answer built meanwhile shows
+    the newest, so it is never older than the tag says)."""
+    samples = ActivitySample.objects.filter(workspace_id__in=list(running))
+    if upto is not None:
+        samples = samples.filter(at__lte=upto)
+    newest = samples.aggregate(newest=Max("pk"))["newest"]
     return newest, tuple(TeamPolicy.objects.order_by("pk").values_list())
 
 

@@ -165,10 +165,10 @@ def workspace_activity(workspaces: Iterable[Workspace], now: Any) -> dict[int, A
     return latest(workspaces, now)
 
 
-def workspace_activity_version(running: Iterable[int]) -> tuple[Any, ...]:
+def workspace_activity_version(running: Iterable[int], upto: Any = None) -> tuple[Any, ...]:
     """What :func:`workspace_activity` of the ``running`` workspaces depends on besides their columns and the
-    clock (for ETags)."""
-    return activity_version(list(running))
+    clock (for ETags); ``upto``: only the telemetry collected by then."""
+    return activity_version(list(running), upto)
 
 
 def workspace_series(workspace: Workspace, now: Any, hours: int = 6) -> list[Point]:

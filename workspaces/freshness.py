@@ -10,6 +10,7 @@ the database in one query (no row crosses to Python); elsewhere (the demo's SQLi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -69,15 +70,30 @@ def viewer(request: HttpRequest | Request, led: set[int] | None = None) -> tuple
     return user.pk, sorted(user.org_roles()), sorted(led), request.COOKIES.get(settings.CSRF_COOKIE_NAME)
 
 
-def tag(request: HttpRequest | Request, rows: Shown, *more: Any, led: set[int] | None = None) -> str:
-    """The ETag of an answer showing ``rows`` to the viewer, and whatever ``more`` it depends on."""
+def tag(
+    request: HttpRequest | Request,
+    rows: Shown,
+    *more: Any,
+    led: set[int] | None = None,
+    activity_as_of: datetime | None = None,
+) -> str:
+    """The ETag of an answer showing ``rows`` to the viewer, and whatever ``more`` it depends on.
+    ``activity_as_of``: the tag follows only the telemetry collected by then (:func:`as_of`)."""
     return conditional.etag(
         viewer(request, led),
         rows.digest,
-        services.workspace_activity_version(rows.running),
+        services.workspace_activity_version(rows.running, activity_as_of),
         conditional.clock_step(salt=request.user.pk or 0),
         *more,
     )
+
+
+def as_of(request: HttpRequest | Request) -> datetime:
+    """The start of the viewer's clock step. Lists show running workspaces' cost as of then, and their tags
+    follow the telemetry collected by then: costs grow at every ledger pass (5 s) and telemetry lands every
+    30 s, and either would otherwise change the tag of every list showing a running workspace that often,
+    besides the step's own change (docs/conditional-get.md)."""
+    return conditional.step_began(salt=request.user.pk or 0)
 
 
 def detail_tag(request: HttpRequest | Request, workspace: Workspace) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -21,7 +20,7 @@ from portal.billing import costs
 from portal.http import AuthenticatedRequest
 from portal.models import Membership
 from scheduling import services
-from workspaces import access, actions, form_choices, freshness
+from workspaces import access, actions, form_choices, freshness, row_fragments
 from workspaces.deadlines import workspace_deadline
 from workspaces.models import Workspace
 from workspaces.serializers import WorkspaceRequestSerializer
@@ -51,8 +50,9 @@ def workspace_list(request: AuthenticatedRequest) -> HttpResponseBase:
         more = min(count * 2, LIST_ROWS_MOST) if count < LIST_ROWS_MOST and visible[count:].exists() else None
         return _workspace_list(request, shown, led, "workspaces/list.html", {"show": count, "show_more": more})
     found = freshness.shown(shown)
-    cost = costs.workspace_costs(found.ids, upto=_costs_as_of(request))
-    tag = freshness.tag(request, found, cost, led=led)
+    as_of = freshness.as_of(request)
+    cost = costs.workspace_costs(found.ids, upto=as_of)
+    tag = freshness.tag(request, found, cost, led=led, activity_as_of=as_of)
     return conditional.answer(
         request, tag, lambda: _workspace_list(request, shown, led, "workspaces/_rows.html", cost=cost)
     )
@@ -72,7 +72,7 @@ def _workspace_list(
     now = timezone.now()
     activity = services.workspace_activity(visible, now)
     if cost is None:
-        cost = costs.workspace_costs((ws.pk for ws in visible), upto=_costs_as_of(request))
+        cost = costs.workspace_costs((ws.pk for ws in visible), upto=freshness.as_of(request))
     rows = [
         {
             "workspace": ws,
@@ -83,7 +83,7 @@ def _workspace_list(
         }
         for ws in visible
     ]
-    context: dict[str, Any] = {"rows": rows}
+    context: dict[str, Any] = {"rows_html": row_fragments.render_rows(request, rows, now)}
     if page is not None:  # the page around the rows
         context |= page | {
             "can_request": access.can_request_workspace(user),
@@ -91,12 +91,6 @@ def _workspace_list(
             "currency": settings.BILLING_CURRENCY,
         }
     return render(request, template, context)
-
-
-def _costs_as_of(request: AuthenticatedRequest) -> datetime:
-    """The list shows running workspaces' costs as of the start of the viewer's clock step: they grow at every
-    ledger pass (5 s), and would otherwise change the rows' ETag that often (docs/conditional-get.md)."""
-    return conditional.step_began(salt=request.user.pk or 0)
 
 
 def _ends_at(workspace: Workspace) -> Any:

@@ -139,7 +139,8 @@ class WorkspaceViewSet(
         assert isinstance(paginator, LimitOffsetPagination)  # the project's (settings.REST_FRAMEWORK)
         limit, offset = paginator.get_limit(request) or 0, paginator.get_offset(request)
         shown = freshness.shown(queryset[offset : offset + limit])
-        tag = freshness.tag(request, shown, queryset.count(), request.build_absolute_uri())
+        as_of = freshness.as_of(request)
+        tag = freshness.tag(request, shown, queryset.count(), request.build_absolute_uri(), activity_as_of=as_of)
         return conditional.answer(request._request, tag, lambda: self._list(queryset))
 
     def _list(self, queryset: QuerySet[Workspace]) -> Response:

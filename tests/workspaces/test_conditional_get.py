@@ -20,6 +20,7 @@ from tests import factories
 from tests.catalogue import install_offerings
 from tests.conftest import Org
 from tests.portal.billing.test_report import interval
+from tests.scheduling.test_activity import sample
 from workspaces import views
 from workspaces.models import GpuOffering, Workspace, WorkspaceEvent
 
@@ -176,3 +177,27 @@ def test_a_running_workspaces_cost_moves_the_rows_tag_once_a_step_not_at_every_l
     UsageInterval.objects.filter(pk=open_interval.pk).update(last_seen_at=began + timedelta(hours=2))
     later = browser.get(ROWS, HTTP_IF_NONE_MATCH=first["ETag"])
     assert later.status_code == 200 and "108.00" in later.content.decode()  # 3 h, as of the new step's start
+
+
+def test_new_telemetry_moves_a_lists_tag_at_the_viewers_next_step_not_as_soon_as_it_lands(
+    db: None, org: Org, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A telemetry pass lands every 30 s: a list showing a running workspace would otherwise miss for it and
+    # again at its clock step's end. Lists show the telemetry collected by the start of the viewer's step.
+    browser, api = _browser(org.lead), _api(org.lead)
+    workspace = factories.make_workspace(org.alpha, org.lead, _offering(), state=Workspace.State.RUNNING)
+    began = timezone.now() - timedelta(seconds=10)
+    monkeypatch.setattr(conditional, "step_began", lambda salt=0: began)
+    sample(workspace, began - timedelta(seconds=20), gpu=0.25)
+    first = {path: client.get(path) for client, path in ((browser, ROWS), (api, "/api/v1/workspaces/"))}
+    assert "GPU 25 %" in first[ROWS].content.decode()
+    sample(workspace, began + timedelta(seconds=5), gpu=0.75)  # landed during the step
+    for (client, path), answer in zip(((browser, ROWS), (api, "/api/v1/workspaces/")), first.values(), strict=True):
+        assert client.get(path, HTTP_IF_NONE_MATCH=answer["ETag"]).status_code == 304, path
+    # The next step shows it.
+    monkeypatch.setattr(conditional, "clock_step", lambda salt=0: 1)
+    monkeypatch.setattr(conditional, "step_began", lambda salt=0: began + timedelta(seconds=30))
+    later = browser.get(ROWS, HTTP_IF_NONE_MATCH=first[ROWS]["ETag"])
+    assert later.status_code == 200 and "GPU 75 %" in later.content.decode()
+    listed = api.get("/api/v1/workspaces/", HTTP_IF_NONE_MATCH=first["/api/v1/workspaces/"]["ETag"])
+    assert listed.status_code == 200 and listed.json()["results"][0]["activity"]["gpu_active"] == 0.75
