@@ -10,10 +10,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.signals import request_finished, request_started
 from playwright.sync_api import Browser, Page, sync_playwright
+
+from tests.db_quiet import others_done
 
 CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -65,7 +68,7 @@ class _RequestsInFlight:
 
 
 @pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
+def page(browser: Browser, django_db_blocker: Any) -> Iterator[Page]:
     # No ignore_https_errors: notebook links go through the simulated cluster's plain-HTTP door, as the
     # demo's do, so a link to its self-signed API server would fail here as it would stop a visitor.
     context = browser.new_context(viewport={"width": 1280, "height": 800})
@@ -77,6 +80,8 @@ def page(browser: Browser) -> Iterator[Page]:
         yield context.new_page()
         context.close()  # no new requests; those being answered finish below
         in_flight.settle()
+        with django_db_blocker.unblock():
+            others_done(timeout_s=10.0)  # and their statements, if the server's threads left any running
     finally:
         request_started.disconnect(in_flight.started)
         request_finished.disconnect(in_flight.finished)

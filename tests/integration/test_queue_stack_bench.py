@@ -3,7 +3,6 @@ and simulated cluster. Checks the report's structure and that its figures are co
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from scheduling.benchmarks.stack_queue import (
 )
 from scheduling.demand import SIM_DURATION_ENV
 from scheduling.engine.quota import UNIT
+from tests.db_quiet import others_done
 from workspaces.models import Workspace
 
 NOMINAL, BORROW = 4, 8
@@ -85,27 +85,12 @@ def test_the_mapping_keeps_shapes_whole_priorities_ordered_and_runtimes_whole_se
     assert {(i.arrival.class_name, i.sim_seconds) for i in plan.items} == {("small", 2), ("medium", 5), ("large", 10)}
 
 
-def _others_done(timeout_s: float = 30.0) -> None:
-    """Wait for the killed workers' last queries: PostgreSQL runs a statement to its end after its client is
-    gone, holding its locks, and the test's teardown (TRUNCATE) would deadlock with it."""
-    deadline = time.monotonic() + timeout_s
-    with connection.cursor() as cursor:
-        while time.monotonic() < deadline:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'"
-            )
-            if not cursor.fetchone()[0]:
-                return
-            time.sleep(0.2)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_tiny_scenario_runs_end_to_end_on_the_full_stack(tiny: Path) -> None:
     if connection.vendor != "postgresql" or not settings.REDIS_URL:
         pytest.skip("the full stack needs PostgreSQL and Redis (DATABASE_URL and REDIS_URL)")
     result = run(StackConfig(scenario=tiny, concurrency=2, creators=2, timeout_s=180, keep=True), say=lambda _: None)
-    _others_done()
+    others_done()  # the killed workers' last statements
 
     s = result.result
     assert (s.workloads, s.finished, result.not_succeeded) == (WORKLOADS, WORKLOADS, 0)
