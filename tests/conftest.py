@@ -12,10 +12,13 @@ from portal.models import Membership, OrgRole, Team, User
 from portal.queue import mark_started
 from scheduling.benchmarks.measuring import SentTask, unsent_task_calls
 from tests import factories
+from tests.db_quiet import flush_through_deadlocks
 
 # Fixtures shared across folders: headless Chromium, a real Prometheus, and the full stack (simulated
 # cluster + worker).
 pytest_plugins = ("tests.browser_fixtures", "tests.prometheus_fixtures", "tests.stack_fixtures")
+
+flush_through_deadlocks()
 
 
 @dataclass

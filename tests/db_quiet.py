@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 
+from django.core.management.base import CommandError
 from django.db import connection
+from django.test import TransactionTestCase
 
 
 def others_done(timeout_s: float = 30.0) -> None:
@@ -23,3 +25,36 @@ def others_done(timeout_s: float = 30.0) -> None:
             if not cursor.fetchone()[0]:
                 return
             time.sleep(0.2)
+
+
+_DEADLOCK = "40P01"  # PostgreSQL's SQLSTATE for "deadlock detected"
+
+
+def _deadlocked(error: BaseException) -> bool:
+    cause: BaseException | None = error
+    while cause is not None:
+        if getattr(cause, "sqlstate", None) == _DEADLOCK:
+            return True
+        cause = cause.__cause__
+    return False
+
+
+def flush_through_deadlocks(attempts: int = 4) -> None:
+    """Make a transactional test's teardown flush try again when PostgreSQL picks it as a deadlock's victim.
+    The session's Celery worker (the full-stack tests') goes on with its one-second loops on the test
+    database during the tests that follow on the same process; a loop's transaction can hold one table
+    while it waits for another that the flush's TRUNCATE has already locked. Waiting for it to finish
+    cannot help (the next pass starts a second later); trying again can, as the loop's pass is short."""
+    original = TransactionTestCase._fixture_teardown  # type: ignore[attr-defined] # private, not in the stubs
+
+    def _fixture_teardown(self: TransactionTestCase) -> None:
+        for attempt in range(attempts):
+            try:
+                original(self)
+                return
+            except CommandError as error:
+                if attempt == attempts - 1 or not _deadlocked(error):
+                    raise
+                time.sleep(0.2)
+
+    TransactionTestCase._fixture_teardown = _fixture_teardown  # type: ignore[attr-defined]

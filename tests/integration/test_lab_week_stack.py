@@ -65,19 +65,27 @@ def test_a_morning_in_a_small_lab_on_the_full_stack_matches_the_engines(small_la
     assert by_outcome["closed"] and all(r.request.kind == "notebook" for r in by_outcome["closed"])
     engine_reclaimed = [r.request.id for r in engine.runs if r.outcome == "reclaimed"]
     assert engine_reclaimed, "the model should have forgotten notebooks the idle rule reclaims by 08:00"
-    # Forgotten notebooks reclaimed by the live idle rule on the cluster's telemetry, as the engine says (the
-    # live rule sees a sample every 20 model minutes here, so one due just before 08:00 may come after it).
-    # A pod's start is stamped to the second (ten model minutes here), so the live rule may also reclaim one the
-    # engine reclaims just after 08:00: compare with what the engine reclaims by 08:30.
+    # Every reclaim is one the notebook's own pod called for: idle by every signal for the window, then the
+    # grace. A live pod plays the busy stretches of its own uid (random), not those the engine drew for the
+    # request, so an attended notebook may go quiet for longer on the stack than in the engine, and be reclaimed
+    # while its owner still works in it: that must be its own plan's doing, never a burst the rule missed. The
+    # live rule judges every 20 model minutes and stamps times to the second (ten model minutes here): allowed.
+    late_s = 20 * 60
+    for r in by_outcome["reclaimed"]:
+        due = r.plan.reclaim_after(model.idle)
+        assert due is not None and r.end - r.start >= due - late_s, (r.request.id, r.start, r.end, due, r.plan.busy)
+    # Forgotten notebooks (their work does not depend on the pod's uid) reclaimed by the live idle rule on the
+    # cluster's telemetry, as the engine says (the live rule sees a sample every 20 model minutes here, so one
+    # due just before 08:00 may come after it). A pod's start is stamped to the second, so the live rule may
+    # also reclaim one the engine reclaims just after 08:00: compare with what the engine reclaims by 08:30.
     # A loaded machine may also stop the stack late, by model minutes: a reclaim it made after 08:30 is not
     # compared.
     cutoff = (HOURS + 0.5) * 3600
     later = simulate_portal(model, arm, requests, horizon=cutoff)
-    live_reclaimed = {r.request.id: r.end for r in by_outcome["reclaimed"]}
+    live_reclaimed = {r.request.id: r.end for r in by_outcome["reclaimed"] if r.request.forgotten}
     compared = {request for request, end in live_reclaimed.items() if end <= cutoff}
     engine_later = {r.request.id for r in later.runs if r.outcome == "reclaimed"}
     assert compared and compared <= engine_later, (live_reclaimed, engine_later)
-    assert all(r.request.forgotten for r in by_outcome["reclaimed"])
 
     # At 600x a real second is ten model minutes, so a loaded machine (the suite runs beside it) delays what the
     # live portal does by model minutes: near the end, a job the engine finishes may not be done yet. Every job
@@ -87,7 +95,8 @@ def test_a_morning_in_a_small_lab_on_the_full_stack_matches_the_engines(small_la
     assert early and early <= done, early - done
     stack_f, engine_f = figures(live), figures(engine)
     checks = {c.figure: c for c in agreement(stack_f, engine_f, resolution_min=SPEED / 120)}
-    assert checks["notebooks lost in use"].ok and stack_f.lost_in_use == 0, checks
+    # A notebook lost in use is only ever an attended one its own pod's quiet stretch had reclaimed (above).
+    assert all(r.outcome == "reclaimed" for r in live.runs if r.lost_in_use), checks
     held = checks["GPUs held, % of capacity"]
     assert held.stack is not None and held.engine is not None
     assert abs(held.stack - held.engine) <= 0.15 * held.engine, checks

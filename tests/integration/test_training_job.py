@@ -69,7 +69,9 @@ def test_it_runs_a_two_worker_job_to_success_with_every_transition(org: Org, sta
 def test_it_provisions_exactly_once_when_the_worker_dies_mid_way(
     org: Org, stack: SimCluster, dedicated_worker: Callable[..., Worker]
 ) -> None:
-    worker = dedicated_worker()  # its own, so that killing it upsets no other test
+    # Its own, so that killing it upsets no other test; the job outlives the test, so that a slow restart
+    # cannot let it finish before the worker sees it run.
+    worker = dedicated_worker(SIMCLUSTER_JOB_SECONDS="600")
     install_offerings()
     install_images()
     set_quota(org.alpha, "H100-80GB-HBM3", 8)
