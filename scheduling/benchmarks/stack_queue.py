@@ -91,7 +91,7 @@ class StackConfig:
     scale: float = 1.0
     speed: float | None = None  # simulated cluster's clock; None: the slowest that makes runtimes whole seconds
     gpus_per_node: int = 8
-    concurrency: int = 3  # worker pool processes
+    concurrency: int = 4  # worker pool processes, as docker/compose.yaml and deploy/base/worker.yaml run it
     creators: int = 4  # threads that create workspaces, so creation keeps up with the streams
     notice_s: float = 0.0  # PREEMPTION_NOTICE_SECONDS (Kueue preempts at once)
     cycle_interval_s: float = 0.5  # beat's scheduling cycle (the portal's minimum)
