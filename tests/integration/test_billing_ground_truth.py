@@ -332,11 +332,12 @@ def test_each_workspace_is_billed_for_what_its_pods_really_ran(scene: Scene) -> 
     for pk in victims:
         uids = [uid for uid, pod in scene.observer.pods.items() if pod.workspace_id == pk]
         assert {n for uid in uids for n in scene.observer.nodes(uid)} - {lost}, f"workspace {pk} never moved"
-    assert gap_around(scene.observer.passes, killed) > GAP_S
-    assert gap_around(scene.observer.passes, outage) > GAP_S
+    blind = [gap_around(scene.observer.passes, killed), gap_around(scene.observer.passes, outage)]
+    assert min(blind) > GAP_S
     # The observer's resolution at each end is in the bound; a silence as long as the ledger's blind periods
-    # would mean it was starved (a loaded machine holds it up to a second or two now and then: in the bound).
-    assert scene.observer.longest_silence() < GAP_S, "the observer's own view has a hole"
+    # in this run would mean it was starved, and could not tell what they hid (a loaded machine holds it up
+    # to three seconds now and then, its calls waiting on the cluster: in the bound).
+    assert scene.observer.longest_silence() < min(blind), "the observer's own view has a hole"
     assert not report.problems, "\n".join(report.problems)
     # What only ever queued has no pod and no interval.
     assert not [pod for pod in scene.observer.pods.values() if pod.workspace_id == waits]
