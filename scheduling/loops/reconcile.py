@@ -42,6 +42,10 @@ class ClusterView:
     pods: dict[int, list[Mapping[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     jobs: dict[int, Mapping[str, Any]] = field(default_factory=dict)
     others: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
+    # When the cluster answered the pod list (the midpoint of the call): what the ledger bills the pods as of.
+    # The other lists come after it and may take a second or more on a loaded machine; a pod that started or
+    # ended meanwhile would otherwise be billed as if the pod list had been taken at the end of them all.
+    pods_at: datetime = field(default_factory=timezone.now)
 
 
 def _workspace_id(obj: Mapping[str, Any]) -> int | None:
@@ -52,7 +56,10 @@ def _workspace_id(obj: Mapping[str, Any]) -> int | None:
 def read_cluster(kube: Kube, *, sweep: bool = True) -> ClusterView:
     """Pods and jobs always; the other kinds only when ``sweep`` (they matter only for orphan removal)."""
     view = ClusterView()
-    for pod in kube.list("Pod", None, MANAGED):
+    asked = timezone.now()
+    pods = kube.list("Pod", None, MANAGED)
+    view.pods_at = asked + (timezone.now() - asked) / 2
+    for pod in pods:
         if (wid := _workspace_id(pod)) is not None:
             view.pods[wid].append(pod)
     for job in kube.list("Job", None, MANAGED):
@@ -249,7 +256,7 @@ def _reconcile(kube: Kube, *, sweep: bool) -> dict[str, int]:
     torn_down = finish_lost_teardowns(kube, now)
     live = list(Workspace.objects.filter(state__in=Workspace.ACTIVE_STATES).select_related("team", "offering"))
     view = read_cluster(kube, sweep=sweep)
-    metering.record(kube, view.pods, timezone.now())
+    metering.record(kube, view.pods, view.pods_at)
     changes = Changes()
     for workspace in live:
         _apply(kube, workspace, _observe(workspace, view), view, changes)

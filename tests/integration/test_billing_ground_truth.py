@@ -33,8 +33,8 @@ fixed ``0.5 s x runs`` fails now and then on an honest ledger (seen: one-pod wor
 0.62 s). The bound is therefore
 taken from the passes that really happened, which the observer records from the ledger's cursor: per
 workspace, ``|ledger seconds - observed seconds| <= sum over its pod runs of (half the pass spacing around
-each end + half the observer's own listing spacing there) + 0.05 s`` (a pass's time is taken just after
-its lists). The printed table shows both that bound and the nominal ``0.5 s x runs``. The same difference
+each end + half the observer's own listing spacing there) + 0.05 s`` (a pass's time is the middle of its
+pod list call). The printed table shows both that bound and the nominal ``0.5 s x runs``. The same difference
 in GPU-seconds uses each pod's GPU-equivalents, which must be its offering's (whole GPU 1, MIG 2g 0.2857,
 MIG 1g 0.1429, time-sliced 1/4). Besides: nothing billed twice (one pod's intervals never overlap and none
 is open at the end), nothing unbilled (every pod seen running for more than a pass has intervals),

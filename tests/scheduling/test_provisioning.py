@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from kubernetes import client
 
+from portal.billing.models import LedgerCursor
 from scheduling import priorities
 from scheduling.benchmarks.measuring import unsent_tasks
 from scheduling.kube import names
@@ -304,3 +305,17 @@ def test_a_pass_moves_many_workspaces_in_as_many_statements_as_one(
     with unsent_tasks():
         reconcile.reconcile(kube, sweep=False)  # what a pass does once a minute (the fleet's capacity), done
     assert statements_to_run(6) == statements_to_run(2)
+
+
+def test_a_pass_is_billed_as_of_its_pod_list_not_of_the_slower_lists_after_it(
+    kube: Kube, stack_cluster: SimCluster, notebook: Workspace
+) -> None:
+    provisioning.provision(kube, notebook.pk)
+    wait_for(lambda: reconciled(kube, notebook) == "running", what="running")
+    stack_cluster.inject_fault(verb="list", resource="jobs", delay_s=1.0, count=1)  # after the pods are listed
+    asked = timezone.now()
+    reconcile.reconcile(kube, sweep=False)
+    assert timezone.now() - asked >= timedelta(seconds=1.0), "the job list was not held up"
+    observed_at = LedgerCursor.objects.get(stream="pods").observed_at
+    # A pod that started or ended during the job list would otherwise be billed a second off.
+    assert observed_at - asked < timedelta(seconds=0.5)
