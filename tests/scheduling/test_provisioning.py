@@ -317,5 +317,6 @@ def test_a_pass_is_billed_as_of_its_pod_list_not_of_the_slower_lists_after_it(
     reconcile.reconcile(kube, sweep=False)
     assert timezone.now() - asked >= timedelta(seconds=1.0), "the job list was not held up"
     observed_at = LedgerCursor.objects.get(stream="pods").observed_at
+    assert observed_at is not None, "the pass recorded nothing"
     # A pod that started or ended during the job list would otherwise be billed a second off.
     assert observed_at - asked < timedelta(seconds=0.5)
