@@ -41,10 +41,11 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 from django.conf import settings
@@ -344,6 +345,42 @@ def wait_finished(user: User, total: int, timeout_s: float, say: Callable[[str],
         time.sleep(0.5)
 
 
+@dataclass(frozen=True)
+class Phases:
+    """Where a class's held time goes (mean seconds), over its runs admitted once that succeeded: the quota
+    is held from admission, while its objects are created and then until the portal notices the end. The rest
+    of ``finishing`` beyond ``runtime`` is the cluster's start and the portal's noticing."""
+
+    runs: int
+    creating: float  # admitted -> objects created in the cluster
+    finishing: float  # objects created -> succeeded, as the portal noticed it
+    runtime: float  # the workload's own runtime (the scenario's, in real seconds)
+
+
+def held_phases(
+    stamps: Mapping[int, Mapping[str, datetime]], admissions: Mapping[int, int], created: Mapping[int, Planned]
+) -> dict[str, Phases]:
+    """:class:`Phases` per class from each workspace's first entry into each state."""
+    creating: dict[str, list[float]] = defaultdict(list)
+    finishing: dict[str, list[float]] = defaultdict(list)
+    admitted, provisioning, succeeded = (
+        Workspace.State.ADMITTED,
+        Workspace.State.PROVISIONING,
+        Workspace.State.SUCCEEDED,
+    )
+    for pk, at in stamps.items():
+        if admissions.get(pk) != 1 or not {admitted, provisioning, succeeded} <= at.keys():
+            continue
+        name = created[pk].arrival.class_name
+        creating[name].append((at[provisioning] - at[admitted]).total_seconds())
+        finishing[name].append((at[succeeded] - at[provisioning]).total_seconds())
+    runtimes = {i.arrival.class_name: i.arrival.runtime_ms / 1000 for i in created.values()}
+    return {
+        name: Phases(len(creating[name]), fmean(creating[name]), fmean(finishing[name]), runtimes[name])
+        for name in sorted(creating)
+    }
+
+
 @dataclass
 class StackResult:
     result: SimResult
@@ -358,10 +395,13 @@ class StackResult:
     not_succeeded: int
     profile: Profile
     run_s: float  # the whole command, set-up and clean-up included
+    phases: Mapping[str, Phases] = field(default_factory=dict)  # by class
 
 
-def measure(created: Mapping[int, Planned], plan: Plan, start: datetime) -> tuple[SimResult, tuple[float, float], int]:
-    """The figures from the database: (result, creation lag mean and max, not_succeeded workloads)."""
+def measure(
+    created: Mapping[int, Planned], plan: Plan, start: datetime
+) -> tuple[SimResult, tuple[float, float], int, dict[str, Phases]]:
+    """The figures from the database: (result, creation lag mean and max, not_succeeded workloads, phases)."""
     ws_rows = list(
         Workspace.objects.filter(pk__in=list(created)).values_list("pk", "created_at", "admitted_at", "finished_at",
                                                                     "state")
@@ -370,6 +410,8 @@ def measure(created: Mapping[int, Planned], plan: Plan, start: datetime) -> tupl
     admissions = preemptions = 0
     active = set(Workspace.ACTIVE_STATES)
     since: dict[int, datetime] = {}
+    stamps: dict[int, dict[str, datetime]] = defaultdict(dict)  # each workspace's first entry into each state
+    admitted_runs: Counter[int] = Counter()
     events = (
         WorkspaceEvent.objects.filter(workspace_id__in=list(created))
         .order_by("workspace_id", "at", "id")
@@ -377,9 +419,12 @@ def measure(created: Mapping[int, Planned], plan: Plan, start: datetime) -> tupl
     )
     for pk, at, from_state, to_state in events.iterator(chunk_size=5000):
         item = created[pk]
+        if from_state != to_state:
+            stamps[pk].setdefault(to_state, at)
         if from_state not in active and to_state in active:
             since[pk] = at
             admissions += from_state == Workspace.State.QUEUED
+            admitted_runs[pk] += 1
         elif from_state in active and to_state not in active and pk in since:
             held[item.arrival.workload.team] += (at - since.pop(pk)).total_seconds() * item.gpus
         preemptions += to_state == Workspace.State.PREEMPTED and from_state != to_state
@@ -417,7 +462,7 @@ def measure(created: Mapping[int, Planned], plan: Plan, start: datetime) -> tupl
     )
     not_succeeded = sum(1 for r in ws_rows if r[4] not in (Workspace.State.SUCCEEDED,))
     lag = (sum(lags) / len(lags) if lags else 0.0, max(lags, default=0.0))
-    return result, lag, not_succeeded
+    return result, lag, not_succeeded, held_phases(stamps, admitted_runs, created)
 
 
 def run(config: StackConfig, say: Callable[[str], None] = print) -> StackResult:
@@ -462,7 +507,7 @@ def run(config: StackConfig, say: Callable[[str], None] = print) -> StackResult:
                 say(f"created {len(created)} workspaces in {time.monotonic() - started:.1f} s; waiting for them")
                 peak = wait_finished(org.user, len(created), config.timeout_s, say, started)
                 elapsed, cpu = meter.stop()
-                result, lag, not_succeeded = measure(created, plan, start)
+                result, lag, not_succeeded, phases = measure(created, plan, start)
             finally:
                 benchstack.stop_process(worker)
                 if not config.keep:
@@ -476,7 +521,7 @@ def run(config: StackConfig, say: Callable[[str], None] = print) -> StackResult:
     profile = Profile(elapsed, cpu, busy, runs, cores=os.cpu_count() or 1)
     return StackResult(
         result, config.scenario, config.scale, plan.speed, plan.nodes, config.gpus_per_node, config.concurrency,
-        lag, peak, not_succeeded, profile, time.monotonic() - began,
+        lag, peak, not_succeeded, profile, time.monotonic() - began, phases,
     )  # fmt: skip
 
 
@@ -509,8 +554,13 @@ def report_lines(r: StackResult) -> list[str]:
         f"{'scheduling cycles run':<40} {s.cycles:10d}",
         f"{'creation behind schedule, mean / max (s)':<40} {r.creation_lag_s[0]:10.2f} {r.creation_lag_s[1]:10.2f}",
         f"{'most workspaces queued at once':<40} {r.peak_queued:10d}",
-        f"where the time went over {p.elapsed_s:.0f} s on {p.cores} cores (CPU seconds):",
     ]
+    if r.phases:
+        lines.append("quota held per run (mean s, runs admitted once): admitted -> objects created -> end noticed")
+        lines.append(f"  {'class':<10} {'creating':>9} {'finishing':>9} {'its run':>9} {'runs':>7}")
+        for name, ph in r.phases.items():
+            lines.append(f"  {name:<10} {ph.creating:9.2f} {ph.finishing:9.2f} {ph.runtime:9.2f} {ph.runs:7d}")
+    lines.append(f"where the time went over {p.elapsed_s:.0f} s on {p.cores} cores (CPU seconds):")
     for name, cpu in sorted(p.cpu_s.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {name:<44} {cpu:9.1f}  ({100 * cpu / max(p.elapsed_s, 1e-9):5.1f}% of one core)")
     lines.append("worker busy time per task (s, runs, mean ms):")
@@ -547,6 +597,7 @@ def to_json(r: StackResult) -> dict[str, Any]:
             "task_runs": r.profile.task_count,
         },
         "run_s": r.run_s,
+        "held_phases_s": {name: asdict(ph) for name, ph in r.phases.items()},
         "kueue": KUEUE,
         "beats_kueue": {row.figure: row.beats for row in rows(r.result)},
     }

@@ -111,12 +111,22 @@ def test_a_tiny_scenario_runs_end_to_end_on_the_full_stack(tiny: Path) -> None:
         assert job.created_at <= job.admitted_at <= job.finished_at
         assert job.kind == Workspace.Kind.JOB and SIM_DURATION_ENV in job.env
 
+    # Held time by phase: every class has runs admitted once; creating and finishing take time, and the quota
+    # is held at least the workload's own runtime (admission comes before the run, noticing its end after).
+    assert set(result.phases) == {"small", "medium", "large"}
+    once = sum(1 for job in jobs if job.events.filter(from_state="queued", to_state="admitted").count() == 1)
+    assert sum(ph.runs for ph in result.phases.values()) == once
+    for name, ph in result.phases.items():
+        assert ph.runs > 0 and ph.creating > 0 and ph.finishing > 0, name
+        assert ph.creating + ph.finishing >= ph.runtime == {"small": 0.2, "medium": 0.5, "large": 1.0}[name], name
+
     text = "\n".join(report_lines(result))
     for figure in ("wall time (s)", "lowest queue usage of nominal (%)", "mean time to admission, large (s)",
                    "mean time to admission, medium (s)", "mean time to admission, small (s)",
-                   "admissions per second, real time", "preemptions", "at scale 1:"):  # fmt: skip
+                   "admissions per second, real time", "preemptions", "at scale 1:", "quota held per run"):  # fmt: skip
         assert figure in text
     out = to_json(result)
     assert out["mode"] == "full-stack" and out["scale"] == 1.0 and out["workloads"] == WORKLOADS
     assert set(out["admission_s"]) == {"small", "medium", "large"}
     assert out["kueue"]["wall_s"] == 351.0
+    assert set(out["held_phases_s"]) == {"small", "medium", "large"}
