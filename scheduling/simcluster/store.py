@@ -7,7 +7,6 @@ hand them out without copying while holding the lock only briefly.
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
 from collections import deque
@@ -32,12 +31,17 @@ class Change:
 Predicate = Callable[[JSON], bool]
 
 
+WATCHER_BACKLOG = 50_000  # events a watch may fall behind by before it is cut off
+
+
 @dataclass(eq=False)
 class Watcher:
     resource: str
     namespace: str | None
     matches: Predicate
-    events: queue.Queue[tuple[str, JSON] | None] = field(default_factory=lambda: queue.Queue(maxsize=50_000))
+    # SimpleQueue: every change is put to every watch of its kind, under the store lock. Queue's put and get
+    # (a lock, a condition, a notify, in Python) cost ~3 us a pair here, SimpleQueue's ~0.3 us.
+    events: queue.SimpleQueue[tuple[str, JSON] | None] = field(default_factory=queue.SimpleQueue)
     closed: bool = False
 
     def offer(self, change: Change) -> None:
@@ -55,17 +59,18 @@ class Watcher:
             self.put((kind, change.obj))
 
     def put(self, item: tuple[str, JSON] | None) -> None:
-        try:
-            self.events.put_nowait(item)
-        except queue.Full:
+        if self.closed:
+            return
+        if self.events.qsize() >= WATCHER_BACKLOG:
             # A consumer this far behind is cut off, as the real server drops slow watchers.
             self.close()
+            return
+        self.events.put(item)
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            with contextlib.suppress(queue.Full):
-                self.events.put_nowait(None)
+            self.events.put(None)
 
 
 def key_of(obj: JSON) -> tuple[str, str]:
