@@ -156,8 +156,22 @@ def worker(
     log = tmp_path_factory.mktemp("worker") / "worker.log"
     worker = Worker(env, log)
     worker.start()
+    _session_workers.append(worker)
     yield worker
+    _session_workers.remove(worker)
     worker.stop()
+
+
+_session_workers: list[Worker] = []  # the session's worker once a test made it (for no_session_worker)
+
+
+@pytest.fixture
+def no_session_worker() -> None:
+    """Stop the session's worker if a full-stack test started it (the next such test starts it again), without
+    starting one: for tests that commit queued workspaces and admit them themselves, which its 1-s scheduling
+    cycle would otherwise admit too, from under them."""
+    for worker in _session_workers:
+        worker.stop()
 
 
 @pytest.fixture
