@@ -20,7 +20,10 @@ from scheduling.benchmarks.lab.arrivals import draw
 from scheduling.benchmarks.lab.figures import figures
 from scheduling.benchmarks.lab.model import load_model
 from scheduling.benchmarks.lab.portal_arm import simulate_portal
-from scheduling.benchmarks.lab.stack_week import PREFIX, WeekConfig, run
+from scheduling.benchmarks.lab.stack_week import PREFIX, WeekConfig, _stop, run
+from tests.catalogue import install_offerings
+from tests.conftest import Org
+from tests.factories import make_workspace
 from workspaces.models import Workspace
 
 HOURS, SPEED = 8, 600.0
@@ -107,3 +110,19 @@ def test_a_morning_in_a_small_lab_on_the_full_stack_matches_the_engines(small_la
     # Everything it made is gone again.
     assert not User.objects.filter(username__startswith=PREFIX).exists()
     assert not Workspace.objects.filter(owner__username__startswith=PREFIX).exists()
+
+
+@pytest.mark.django_db
+def test_the_week_ends_workspaces_the_worker_ended_meanwhile_without_an_error(org: Org) -> None:
+    """The week's end stops what it read as live; the worker may have reclaimed one since (CI saw it)."""
+    h100 = install_offerings()["h100-80gb-hbm3"]
+    reclaimed = make_workspace(org.alpha, org.member, h100, state=Workspace.State.RECLAIMED)
+    queued = make_workspace(org.alpha, org.member, h100)
+    queued.state = Workspace.State.QUEUED
+    stale = Workspace.objects.get(pk=reclaimed.pk)
+    stale.state = Workspace.State.RUNNING  # as read before the worker reclaimed it
+    _stop(stale)
+    _stop(queued)
+    reclaimed.refresh_from_db()
+    queued.refresh_from_db()
+    assert (reclaimed.state, queued.state) == (Workspace.State.RECLAIMED, Workspace.State.CANCELLED)

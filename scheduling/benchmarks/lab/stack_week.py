@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db.models import F, FloatField, Sum
 from django.utils import timezone
 
@@ -62,6 +63,7 @@ from scheduling.kube.keys import WORKSPACE_ID
 from scheduling.models import ActivitySample, DepartmentCap, TeamPolicy, TeamQuota
 from scheduling.simcluster.clock import parse_time
 from workspaces import actions
+from workspaces.access import state_allows
 from workspaces.models import GpuOffering, Image, Workspace, WorkspaceEvent
 
 PREFIX = "lab-"  # users, departments, teams, offerings' images of the run; removed before and after
@@ -353,9 +355,9 @@ class Researchers:
                                                           session_s=a.plan.in_use - back))  # fmt: skip
 
     def close(self, pk: int) -> None:
-        workspace = Workspace.objects.get(pk=pk)
+        workspace = Workspace.objects.select_related("owner").get(pk=pk)
         if workspace.state in Active:
-            actions.do_stop(workspace.owner, workspace)
+            _stop(workspace)
 
     # -- the week ------------------------------------------------------------------------------------
 
@@ -383,7 +385,18 @@ class Researchers:
     def stop_all(self) -> None:
         stoppable = [*Workspace.ACTIVE_STATES, Workspace.State.QUEUED]
         for workspace in Workspace.objects.filter(pk__in=list(self.asked), state__in=stoppable).select_related("owner"):
-            actions.do_stop(workspace.owner, workspace)
+            _stop(workspace)
+
+
+def _stop(workspace: Workspace) -> None:
+    """Stop ``workspace`` as its owner would, unless the worker ended it since it was read (reclaimed it idle,
+    saw it finish, preempted it): ``do_stop`` checks the state under the row's lock and refuses those."""
+    try:
+        actions.do_stop(workspace.owner, workspace)
+    except ValidationError:
+        workspace.refresh_from_db(fields=["state"])
+        if state_allows(workspace, "stop"):
+            raise  # refused for another reason than having ended meanwhile
 
 
 # -- the figures ---------------------------------------------------------------------------------------
