@@ -123,6 +123,9 @@ def stack_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimClust
         yield cluster
 
 
+_session_workers: list[Worker] = []  # the session's worker once a test made it (for no_session_worker)
+
+
 @pytest.fixture(scope="session")
 def worker(
     django_db_setup: Any, django_db_blocker: Any, stack_cluster: SimCluster, tmp_path_factory: pytest.TempPathFactory
@@ -160,9 +163,6 @@ def worker(
     yield worker
     _session_workers.remove(worker)
     worker.stop()
-
-
-_session_workers: list[Worker] = []  # the session's worker once a test made it (for no_session_worker)
 
 
 @pytest.fixture

@@ -118,7 +118,6 @@ def test_the_week_ends_workspaces_the_worker_ended_meanwhile_without_an_error(or
     h100 = install_offerings()["h100-80gb-hbm3"]
     reclaimed = make_workspace(org.alpha, org.member, h100, state=Workspace.State.RECLAIMED)
     queued = make_workspace(org.alpha, org.member, h100)
-    queued.state = Workspace.State.QUEUED
     stale = Workspace.objects.get(pk=reclaimed.pk)
     stale.state = Workspace.State.RUNNING  # as read before the worker reclaimed it
     _stop(stale)
