@@ -33,6 +33,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from scheduling.kube.models import k8s
+
 JSON = dict[str, Any]
 Objects = list[JSON]  # a module-level alias: inside Kube, `list` is the method
 
@@ -226,7 +228,7 @@ class Kube:
         ``Background`` propagation matters for Jobs: the API's default for batch/v1 Jobs orphans
         their pods.
         """
-        options = client.V1DeleteOptions(propagation_policy=propagation)
+        options = k8s.V1DeleteOptions(propagation_policy=propagation)
         try:
             self._call(_kind(kind), "delete", namespace, name=name, body=options)
         except PermanentKubeError as exc:

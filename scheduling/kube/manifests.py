@@ -34,8 +34,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes import client
-
 from scheduling.kube import names
 from scheduling.kube.keys import (
     GPU_TAINT_KEY,
@@ -50,6 +48,7 @@ from scheduling.kube.keys import (
     SIM_PROFILE_ANNOTATION,
     TEAM,
 )
+from scheduling.kube.models import k8s
 from scheduling.kube.spec import REPLICA_SHARING, DeviceClaim, WorkspaceSpec, env_name_problem
 
 NOTEBOOK_HOME = "/home/jovyan"  # the docker-stacks user's home
@@ -101,7 +100,7 @@ def mounts_home(spec: WorkspaceSpec) -> bool:
 
 
 def _meta(spec: WorkspaceSpec, name: str, annotations: Mapping[str, str] | None = None) -> Model:
-    return client.V1ObjectMeta(
+    return k8s.V1ObjectMeta(
         name=name,
         namespace=names.namespace_for(spec.team_slug),
         labels=names.common_labels(spec),
@@ -127,25 +126,25 @@ def _resources(spec: WorkspaceSpec) -> Model:
     limits = dict(cpu_memory)
     if spec.gpu is not None and spec.gpu.claim is not None:
         # DRA: the GPU comes with the pod's claim, not as an extended resource (facts doc 4.2).
-        claims = [client.CoreV1ResourceClaim(name=CLAIM_ENTRY)]
-        return client.V1ResourceRequirements(requests=cpu_memory, limits=limits, claims=claims)
+        claims = [k8s.CoreV1ResourceClaim(name=CLAIM_ENTRY)]
+        return k8s.V1ResourceRequirements(requests=cpu_memory, limits=limits, claims=claims)
     if spec.gpu is not None:
         limits[spec.gpu.resource_name] = str(spec.gpu.count)
-    return client.V1ResourceRequirements(requests=cpu_memory, limits=limits)
+    return k8s.V1ResourceRequirements(requests=cpu_memory, limits=limits)
 
 
 def _env(spec: WorkspaceSpec, extra: list[Model]) -> list[Model]:
-    env = [client.V1EnvVar(name=k, value=v) for k, v in sorted(spec.env.items())]
+    env = [k8s.V1EnvVar(name=k, value=v) for k, v in sorted(spec.env.items())]
     if spec.gpu is None:
         # Without it a CUDA image may see every GPU of the node (GPU doc 5, 9.6).
-        env.append(client.V1EnvVar(name="NVIDIA_VISIBLE_DEVICES", value="void"))
+        env.append(k8s.V1EnvVar(name="NVIDIA_VISIBLE_DEVICES", value="void"))
     return env + extra
 
 
 def _container_security() -> Model:
-    return client.V1SecurityContext(
+    return k8s.V1SecurityContext(
         allow_privilege_escalation=False,
-        capabilities=client.V1Capabilities(drop=["ALL"]),
+        capabilities=k8s.V1Capabilities(drop=["ALL"]),
         privileged=False,
         read_only_root_filesystem=False,  # Jupyter and pip write under the image's paths
         run_as_non_root=True,
@@ -153,43 +152,41 @@ def _container_security() -> Model:
 
 
 def _pod_security() -> Model:
-    return client.V1PodSecurityContext(
+    return k8s.V1PodSecurityContext(
         run_as_non_root=True,
         run_as_user=RUN_AS_USER,
         run_as_group=RUN_AS_GROUP,
         fs_group=RUN_AS_GROUP,
         fs_group_change_policy="OnRootMismatch",  # skip the recursive chown of a large home on resume
-        seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
+        seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault"),
     )
 
 
 def _affinity(spec: WorkspaceSpec) -> Model | None:
     if spec.pin_node is None:
         return None
-    term = client.V1NodeSelectorTerm(
-        match_expressions=[client.V1NodeSelectorRequirement(key=HOSTNAME, operator="In", values=[spec.pin_node])]
+    term = k8s.V1NodeSelectorTerm(
+        match_expressions=[k8s.V1NodeSelectorRequirement(key=HOSTNAME, operator="In", values=[spec.pin_node])]
     )
-    return client.V1Affinity(
-        node_affinity=client.V1NodeAffinity(
-            required_during_scheduling_ignored_during_execution=client.V1NodeSelector(node_selector_terms=[term])
+    return k8s.V1Affinity(
+        node_affinity=k8s.V1NodeAffinity(
+            required_during_scheduling_ignored_during_execution=k8s.V1NodeSelector(node_selector_terms=[term])
         )
     )
 
 
 def _volumes(spec: WorkspaceSpec, home_path: str) -> tuple[list[Model], list[Model]]:
-    volumes = [client.V1Volume(name="tmp", empty_dir=client.V1EmptyDirVolumeSource())]
-    mounts = [client.V1VolumeMount(name="tmp", mount_path="/tmp")]  # noqa: S108 - a private emptyDir
+    volumes = [k8s.V1Volume(name="tmp", empty_dir=k8s.V1EmptyDirVolumeSource())]
+    mounts = [k8s.V1VolumeMount(name="tmp", mount_path="/tmp")]  # noqa: S108 - a private emptyDir
     if mounts_home(spec):
         volumes.insert(
             0,
-            client.V1Volume(
+            k8s.V1Volume(
                 name="home",
-                persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
-                    claim_name=names.home_pvc_name(spec)
-                ),
+                persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(claim_name=names.home_pvc_name(spec)),
             ),
         )
-        mounts.insert(0, client.V1VolumeMount(name="home", mount_path=home_path))
+        mounts.insert(0, k8s.V1VolumeMount(name="home", mount_path=home_path))
     return volumes, mounts
 
 
@@ -199,8 +196,8 @@ def _pod_spec(spec: WorkspaceSpec, container: Model, volumes: list[Model], **ext
         # One claim per pod from the team's template; the resourceclaim controller makes it and the
         # garbage collector removes it with the pod.
         template = gpu.claim.template_name
-        extra["resource_claims"] = [client.V1PodResourceClaim(name=CLAIM_ENTRY, resource_claim_template_name=template)]
-    return client.V1PodSpec(
+        extra["resource_claims"] = [k8s.V1PodResourceClaim(name=CLAIM_ENTRY, resource_claim_template_name=template)]
+    return k8s.V1PodSpec(
         containers=[container],
         volumes=volumes,
         restart_policy="Never",
@@ -209,7 +206,7 @@ def _pod_spec(spec: WorkspaceSpec, container: Model, volumes: list[Model], **ext
         enable_service_links=False,  # no env vars for every service in the team namespace
         node_selector=dict(gpu.node_selector) if gpu and gpu.node_selector else None,
         tolerations=(
-            [client.V1Toleration(key=GPU_TAINT_KEY, operator="Exists", effect="NoSchedule")] if gpu else None
+            [k8s.V1Toleration(key=GPU_TAINT_KEY, operator="Exists", effect="NoSchedule")] if gpu else None
         ),  # GPU nodes are tainted nvidia.com/gpu with a value that varies (GPU doc 5)
         affinity=_affinity(spec),
         priority_class_name=spec.priority_class,
@@ -224,31 +221,31 @@ def make_claim_template(team_slug: str, claim: DeviceClaim) -> Model:
     """The ResourceClaimTemplate a DRA offering's pods name (facts doc 4.4), one per distinct claim in the
     team's namespace: shared by every workspace that asks alike, so it is ensured once and never deleted
     with a workspace."""
-    selectors = [client.V1DeviceSelector(cel=client.V1CELDeviceSelector(expression=claim.selector))]
-    request = client.V1ExactDeviceRequest(
+    selectors = [k8s.V1DeviceSelector(cel=k8s.V1CELDeviceSelector(expression=claim.selector))]
+    request = k8s.V1ExactDeviceRequest(
         device_class_name=claim.device_class, count=claim.count, selectors=selectors if claim.selector else None
     )
-    return client.V1ResourceClaimTemplate(
+    return k8s.V1ResourceClaimTemplate(
         api_version="resource.k8s.io/v1",
         kind="ResourceClaimTemplate",
-        metadata=client.V1ObjectMeta(
+        metadata=k8s.V1ObjectMeta(
             name=claim.template_name,
             namespace=names.namespace_for(team_slug),
             labels={MANAGED_BY: MANAGER, "app.kubernetes.io/part-of": MANAGER},
         ),
-        spec=client.V1ResourceClaimTemplateSpec(
-            spec=client.V1ResourceClaimSpec(
-                devices=client.V1DeviceClaim(requests=[client.V1DeviceRequest(name=CLAIM_ENTRY, exactly=request)])
+        spec=k8s.V1ResourceClaimTemplateSpec(
+            spec=k8s.V1ResourceClaimSpec(
+                devices=k8s.V1DeviceClaim(requests=[k8s.V1DeviceRequest(name=CLAIM_ENTRY, exactly=request)])
             )
         ),
     )
 
 
 def make_namespace(team_slug: str) -> Model:
-    return client.V1Namespace(
+    return k8s.V1Namespace(
         api_version="v1",
         kind="Namespace",
-        metadata=client.V1ObjectMeta(
+        metadata=k8s.V1ObjectMeta(
             name=names.namespace_for(team_slug),
             labels={
                 TEAM: names.label_value(team_slug),
@@ -261,13 +258,13 @@ def make_namespace(team_slug: str) -> Model:
 
 def make_home_pvc(spec: WorkspaceSpec) -> Model:
     """The home volume; it outlives stopped pods and is deleted only with the workspace."""
-    return client.V1PersistentVolumeClaim(
+    return k8s.V1PersistentVolumeClaim(
         api_version="v1",
         kind="PersistentVolumeClaim",
         metadata=_meta(spec, names.home_pvc_name(spec)),
-        spec=client.V1PersistentVolumeClaimSpec(
+        spec=k8s.V1PersistentVolumeClaimSpec(
             access_modes=["ReadWriteOnce"],
-            resources=client.V1VolumeResourceRequirements(requests={"storage": f"{spec.home_volume_gib}Gi"}),
+            resources=k8s.V1VolumeResourceRequirements(requests={"storage": f"{spec.home_volume_gib}Gi"}),
             storage_class_name=spec.storage_class,
         ),
     )
@@ -275,7 +272,7 @@ def make_home_pvc(spec: WorkspaceSpec) -> Model:
 
 def make_token_secret(spec: WorkspaceSpec, token: str) -> Model:
     """The Jupyter token, read by the pod through a secretKeyRef so it never appears in the pod spec."""
-    return client.V1Secret(
+    return k8s.V1Secret(
         api_version="v1",
         kind="Secret",
         metadata=_meta(spec, names.token_secret_name(spec)),
@@ -294,13 +291,13 @@ def make_notebook_pod(spec: WorkspaceSpec, *, base_url: str) -> Model:
     if spec.kind != "notebook":
         raise ValueError("make_notebook_pod needs a notebook spec")
     volumes, mounts = _volumes(spec, NOTEBOOK_HOME)
-    token = client.V1EnvVar(
+    token = k8s.V1EnvVar(
         name="JUPYTER_TOKEN",
-        value_from=client.V1EnvVarSource(
-            secret_key_ref=client.V1SecretKeySelector(name=names.token_secret_name(spec), key=TOKEN_KEY)
+        value_from=k8s.V1EnvVarSource(
+            secret_key_ref=k8s.V1SecretKeySelector(name=names.token_secret_name(spec), key=TOKEN_KEY)
         ),
     )
-    container = client.V1Container(
+    container = k8s.V1Container(
         name="notebook",
         image=spec.image,
         args=[
@@ -309,16 +306,16 @@ def make_notebook_pod(spec: WorkspaceSpec, *, base_url: str) -> Model:
             f"--ServerApp.port={NOTEBOOK_PORT}",
             f"--ServerApp.base_url={_normalise_base_url(base_url)}",
         ],
-        ports=[client.V1ContainerPort(name="http", container_port=NOTEBOOK_PORT, protocol="TCP")],
+        ports=[k8s.V1ContainerPort(name="http", container_port=NOTEBOOK_PORT, protocol="TCP")],
         env=_env(spec, [token]),
         resources=_resources(spec),
-        readiness_probe=client.V1Probe(
-            tcp_socket=client.V1TCPSocketAction(port="http"), period_seconds=5, failure_threshold=3
+        readiness_probe=k8s.V1Probe(
+            tcp_socket=k8s.V1TCPSocketAction(port="http"), period_seconds=5, failure_threshold=3
         ),
         security_context=_container_security(),
         volume_mounts=mounts,
     )
-    return client.V1Pod(
+    return k8s.V1Pod(
         api_version="v1",
         kind="Pod",
         metadata=_meta(spec, names.base_name(spec), _sim_annotations(spec)),
@@ -327,14 +324,14 @@ def make_notebook_pod(spec: WorkspaceSpec, *, base_url: str) -> Model:
 
 
 def make_notebook_service(spec: WorkspaceSpec) -> Model:
-    return client.V1Service(
+    return k8s.V1Service(
         api_version="v1",
         kind="Service",
         metadata=_meta(spec, names.base_name(spec)),
-        spec=client.V1ServiceSpec(
+        spec=k8s.V1ServiceSpec(
             type="ClusterIP",
             selector=names.selector_labels(spec),
-            ports=[client.V1ServicePort(name="http", port=NOTEBOOK_PORT, target_port="http", protocol="TCP")],
+            ports=[k8s.V1ServicePort(name="http", port=NOTEBOOK_PORT, target_port="http", protocol="TCP")],
         ),
     )
 
@@ -343,35 +340,31 @@ def make_notebook_ingress(
     spec: WorkspaceSpec, *, host: str, path: str, tls_secret: str | None = None, ingress_class: str | None = None
 ) -> Model:
     """Publishes a notebook at ``https://<host><path>`` on a real cluster; Jupyter serves under ``path``."""
-    backend = client.V1IngressBackend(
-        service=client.V1IngressServiceBackend(
-            name=names.base_name(spec), port=client.V1ServiceBackendPort(name="http")
-        )
+    backend = k8s.V1IngressBackend(
+        service=k8s.V1IngressServiceBackend(name=names.base_name(spec), port=k8s.V1ServiceBackendPort(name="http"))
     )
-    rule = client.V1IngressRule(
+    rule = k8s.V1IngressRule(
         host=host,
-        http=client.V1HTTPIngressRuleValue(
-            paths=[client.V1HTTPIngressPath(path=path, path_type="Prefix", backend=backend)]
-        ),
+        http=k8s.V1HTTPIngressRuleValue(paths=[k8s.V1HTTPIngressPath(path=path, path_type="Prefix", backend=backend)]),
     )
-    return client.V1Ingress(
+    return k8s.V1Ingress(
         api_version="networking.k8s.io/v1",
         kind="Ingress",
         metadata=_meta(spec, names.base_name(spec)),
-        spec=client.V1IngressSpec(
+        spec=k8s.V1IngressSpec(
             ingress_class_name=ingress_class,
             rules=[rule],
-            tls=[client.V1IngressTLS(hosts=[host], secret_name=tls_secret)] if tls_secret else None,
+            tls=[k8s.V1IngressTLS(hosts=[host], secret_name=tls_secret)] if tls_secret else None,
         ),
     )
 
 
 def make_priority_class(name: str, value: int, description: str) -> Model:
     """A cluster-wide priority level for the portal's pods; lower levels are preempted first."""
-    return client.V1PriorityClass(
+    return k8s.V1PriorityClass(
         api_version="scheduling.k8s.io/v1",
         kind="PriorityClass",
-        metadata=client.V1ObjectMeta(name=name, labels={MANAGED_BY: MANAGER}),
+        metadata=k8s.V1ObjectMeta(name=name, labels={MANAGED_BY: MANAGER}),
         value=value,
         global_default=False,
         preemption_policy="PreemptLowerPriority",
@@ -388,15 +381,15 @@ def needs_headless_service(spec: WorkspaceSpec) -> bool:
 def make_headless_service(spec: WorkspaceSpec) -> Model:
     """Gives each worker the DNS name ``<job>-<index>.<service>``; ready or not, so workers that start
     first can already resolve the master."""
-    return client.V1Service(
+    return k8s.V1Service(
         api_version="v1",
         kind="Service",
         metadata=_meta(spec, names.base_name(spec)),
-        spec=client.V1ServiceSpec(
+        spec=k8s.V1ServiceSpec(
             cluster_ip="None",
             selector=names.selector_labels(spec),
             publish_not_ready_addresses=True,
-            ports=[client.V1ServicePort(name="rendezvous", port=MASTER_PORT, protocol="TCP")],
+            ports=[k8s.V1ServicePort(name="rendezvous", port=MASTER_PORT, protocol="TCP")],
         ),
     )
 
@@ -409,54 +402,54 @@ def make_training_job(spec: WorkspaceSpec) -> Model:
     base = names.base_name(spec)
     service = base if needs_headless_service(spec) else ""  # the headless service shares the Job's name
     volumes, mounts = _volumes(spec, JOB_HOME)
-    index = client.V1EnvVar(
+    index = k8s.V1EnvVar(
         name="RANK",
-        value_from=client.V1EnvVarSource(
-            field_ref=client.V1ObjectFieldSelector(
+        value_from=k8s.V1EnvVarSource(
+            field_ref=k8s.V1ObjectFieldSelector(
                 field_path="metadata.annotations['batch.kubernetes.io/job-completion-index']"
             )
         ),
     )
     master = f"{base}-0.{service}" if service else "localhost"
     distributed = [
-        client.V1EnvVar(name="WORLD_SIZE", value=str(spec.workers)),
+        k8s.V1EnvVar(name="WORLD_SIZE", value=str(spec.workers)),
         index,
-        client.V1EnvVar(name="MASTER_ADDR", value=master),
-        client.V1EnvVar(name="MASTER_PORT", value=str(MASTER_PORT)),
+        k8s.V1EnvVar(name="MASTER_ADDR", value=master),
+        k8s.V1EnvVar(name="MASTER_PORT", value=str(MASTER_PORT)),
     ]
     if spec.elastic is not None:
         # PyTorch elastic: torchrun reads its options from PET_* variables; the world size changes as the job
         # grows and shrinks (each change restarts the rendezvous), so there is no fixed WORLD_SIZE. Worker 0's
         # name is the c10d rendezvous endpoint: index 0 is never scaled away.
         distributed = [
-            client.V1EnvVar(name="PET_NNODES", value=f"{spec.elastic[0]}:{spec.elastic[1]}"),
-            client.V1EnvVar(name="PET_RDZV_BACKEND", value="c10d"),
-            client.V1EnvVar(name="PET_RDZV_ENDPOINT", value=f"{master}:{MASTER_PORT}"),
-            client.V1EnvVar(name="PET_RDZV_ID", value=base),
-            client.V1EnvVar(name="PET_MAX_RESTARTS", value="100"),
+            k8s.V1EnvVar(name="PET_NNODES", value=f"{spec.elastic[0]}:{spec.elastic[1]}"),
+            k8s.V1EnvVar(name="PET_RDZV_BACKEND", value="c10d"),
+            k8s.V1EnvVar(name="PET_RDZV_ENDPOINT", value=f"{master}:{MASTER_PORT}"),
+            k8s.V1EnvVar(name="PET_RDZV_ID", value=base),
+            k8s.V1EnvVar(name="PET_MAX_RESTARTS", value="100"),
             index,
-            client.V1EnvVar(name="MASTER_ADDR", value=master),
-            client.V1EnvVar(name="MASTER_PORT", value=str(MASTER_PORT)),
+            k8s.V1EnvVar(name="MASTER_ADDR", value=master),
+            k8s.V1EnvVar(name="MASTER_PORT", value=str(MASTER_PORT)),
         ]
-    container = client.V1Container(
+    container = k8s.V1Container(
         name="worker",
         image=spec.image,
         command=list(spec.command) or None,  # empty: the image's own entrypoint
-        ports=[client.V1ContainerPort(name="rendezvous", container_port=MASTER_PORT, protocol="TCP")],
+        ports=[k8s.V1ContainerPort(name="rendezvous", container_port=MASTER_PORT, protocol="TCP")],
         env=_env(spec, distributed),
         resources=_resources(spec),
         security_context=_container_security(),
         volume_mounts=mounts,
     )
-    template = client.V1PodTemplateSpec(
-        metadata=client.V1ObjectMeta(labels=names.common_labels(spec), annotations=_sim_annotations(spec) or None),
+    template = k8s.V1PodTemplateSpec(
+        metadata=k8s.V1ObjectMeta(labels=names.common_labels(spec), annotations=_sim_annotations(spec) or None),
         spec=_pod_spec(spec, container, volumes, subdomain=service or None),
     )
-    return client.V1Job(
+    return k8s.V1Job(
         api_version="batch/v1",
         kind="Job",
         metadata=_meta(spec, base),
-        spec=client.V1JobSpec(
+        spec=k8s.V1JobSpec(
             completion_mode="Indexed",
             completions=spec.workers,
             parallelism=spec.workers,
