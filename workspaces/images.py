@@ -3,6 +3,8 @@ from a registry an operator allowed."""
 
 from __future__ import annotations
 
+from django.db.models import Q
+
 from workspaces import policy
 from workspaces.models import AllowedRegistry, Image
 
@@ -12,8 +14,9 @@ class ImageRefused(ValueError):
 
 
 def _catalogue_image(value: str, kind: str) -> Image | None:
-    enabled = Image.objects.filter(enabled=True, kind=kind)
-    return enabled.filter(slug=value).first() or enabled.filter(reference=value).first()
+    """The enabled image whose slug is ``value``, else the first whose reference is (one query)."""
+    found = list(Image.objects.filter(Q(slug=value) | Q(reference=value), enabled=True, kind=kind))
+    return next((image for image in found if image.slug == value), found[0] if found else None)
 
 
 def _not_in_catalogue(value: str, kind: str) -> str:

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any, cast
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import OuterRef, Subquery, Sum
 
 from portal.models import Team
 from scheduling.engine import quota as engine_quota
@@ -91,13 +91,20 @@ def quota_summary(team_id: int) -> dict[str, dict[str, Decimal]]:
 def never_fits(team: Team, flavour: str, workspace_kind: str, needed: Decimal, *, member_id: int) -> str | None:
     """Why a request of ``needed`` GPU-equivalents could never start within the team's quota or the member's
     cap in it, or None. (Refused at submit: queued, it would wait forever.)"""
-    ceiling = limits(team.pk, flavour).ceiling(borrowing=may_borrow(workspace_kind))
+    # The quota and the member's cap in one query (this runs on every request).
+    member_cap = MemberCap.objects.filter(team_id=OuterRef("team_id"), user_id=member_id, flavour=flavour)
+    guaranteed, borrow_limit, cap = (
+        TeamQuota.objects.filter(team_id=team.pk, flavour=flavour)
+        .values_list("guaranteed", "borrow_limit", Subquery(member_cap.order_by().values("cap")[:1]))
+        .order_by()
+        .first()
+    ) or (ZERO, ZERO, None)  # no quota: nothing fits, whatever the cap
+    ceiling = Limits(guaranteed, borrow_limit).ceiling(borrowing=may_borrow(workspace_kind))
     if needed > ceiling:
         return (
             f"{team.name} may use at most {ceiling.normalize():f} GPU-equivalents of {flavour} for this kind of "
             f"workspace; this request needs {needed.normalize():f}, so it could never start."
         )
-    cap = MemberCap.objects.filter(team=team, user_id=member_id, flavour=flavour).values_list("cap", flat=True).first()
     if cap is not None and needed > cap:
         return (
             f"Your lead caps you at {cap.normalize():f} GPU-equivalents of {flavour} in {team.name}; this request "

@@ -10,6 +10,7 @@ import pytest
 
 from portal.models import AuditEvent
 from scheduling.models import MemberCap, TeamPolicy
+from scheduling.quota.rules import never_fits
 from tests.catalogue import install_images, install_offerings, set_quota
 from tests.conftest import Org, api_client_for
 from workspaces.models import GpuOffering, Workspace
@@ -40,6 +41,20 @@ def test_a_request_over_the_members_cap_is_refused_at_submit(org: Org, offerings
     assert not Workspace.objects.exists()
     within = api_client_for(org.member).post("/api/v1/workspaces/", job(gpu_count=2), format="json")
     assert within.status_code == 202, within.json()
+
+
+def test_quota_and_member_cap_are_read_in_one_query(org: Org, offerings: dict[str, GpuOffering],
+                                                    django_assert_num_queries) -> None:  # fmt: skip
+    """Every request checks them; neither a cap nor a missing quota row costs a second query."""
+    needed = Decimal(4)
+    with django_assert_num_queries(1):
+        assert never_fits(org.alpha, H100, "job", needed, member_id=org.member.pk) is None
+    MemberCap.objects.create(team=org.alpha, user=org.member, flavour=H100, cap=Decimal(2))
+    with django_assert_num_queries(1):
+        assert "caps you at 2" in (never_fits(org.alpha, H100, "job", needed, member_id=org.member.pk) or "")
+    assert never_fits(org.alpha, H100, "job", needed, member_id=org.lead.pk) is None  # the cap is the member's
+    with django_assert_num_queries(1):
+        assert "could never start" in (never_fits(org.beta, H100, "job", needed, member_id=org.member.pk) or "")
 
 
 def _policy(org: Org, max_hours: int, *allowed: GpuOffering) -> None:

@@ -67,6 +67,12 @@ def test_at_100_percent_the_policy_decides(
     assert budgets.refusal(spent_40.beta, "job", NOW) is None  # no budget, no limit
 
 
+def test_a_team_without_a_budget_costs_a_request_one_query(spent_40: Org, django_assert_num_queries) -> None:
+    with django_assert_num_queries(1):  # the budget lookup; no spend summed for nothing to compare with
+        assert budgets.refusal(spent_40.beta, "job", NOW) is None
+    assert budgets.statuses(NOW) == {}
+
+
 def test_only_finance_and_operators_set_budgets_and_bad_input_is_refused(spent_40: Org) -> None:
     with pytest.raises(PermissionDenied):
         actions.set_budget(spent_40.lead, spent_40.alpha, amount="10", unit="money", policy="warn")
