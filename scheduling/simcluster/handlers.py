@@ -303,7 +303,7 @@ class Router:
             if exc.code != 410:
                 raise
             # The real server reports an expired resourceVersion inside the stream, with HTTP 200.
-            line = json.dumps({"type": ERROR, "object": exc.status()}).encode() + b"\n"
+            line = dumps({"type": ERROR, "object": exc.status()}) + b"\n"
             return Response(200, stream=iter([line]))
         timeout = float(req.query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT_S)
         return Response(200, stream=self._stream(req, rtype, watcher, timeout))
@@ -327,7 +327,7 @@ class Router:
                             "apiVersion": rtype.api_version,
                             "metadata": {"resourceVersion": rv},
                         }
-                        yield json.dumps({"type": BOOKMARK, "object": mark}).encode() + b"\n"
+                        yield dumps({"type": BOOKMARK, "object": mark}) + b"\n"
                     continue
                 # What is already waiting goes out with it, flushed once: kube-apiserver's watch server, too,
                 # flushes only when its channel is empty. One event per write cost a wakeup, a TLS record and
