@@ -71,6 +71,7 @@ from scheduling.engine.admission import DEFAULT_POLICY
 from scheduling.engine.quota import UNIT, Kind
 from scheduling.kube.client import reset_client
 from scheduling.loops import tasknames
+from scheduling.loops.locks import single_flight
 from scheduling.models import TeamQuota
 from workspaces import actions
 from workspaces.models import GpuOffering, Image, Workspace, WorkspaceEvent
@@ -466,6 +467,15 @@ def measure(
 
 
 def run(config: StackConfig, say: Callable[[str], None] = print) -> StackResult:
+    """One run. A second run on the same database is refused: its start-up clean-up would delete the first's
+    workspaces and ledger rows under its worker (both runs act as the one benchmark user)."""
+    with single_flight("bench-queue-stack") as acquired:
+        if not acquired:
+            raise ValueError("another bench_queue_stack run is using this database; wait for it to end")
+        return _run(config, say)
+
+
+def _run(config: StackConfig, say: Callable[[str], None]) -> StackResult:
     began = time.monotonic()
     plan = make_plan(config)
     live = [Workspace.State.QUEUED, *Workspace.ACTIVE_STATES]

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psycopg
 import pytest
 import yaml
 from django.conf import settings
 from django.db import connection
 
+from portal.models import User
 from scheduling.benchmarks.queue_sim import load_scenario
 from scheduling.benchmarks.stack_queue import (
     USER,
@@ -25,6 +27,7 @@ from scheduling.benchmarks.stack_queue import (
 )
 from scheduling.demand import SIM_DURATION_ENV
 from scheduling.engine.quota import UNIT
+from scheduling.loops import locks
 from tests.db_quiet import others_done
 from workspaces.models import Workspace
 
@@ -130,3 +133,19 @@ def test_a_tiny_scenario_runs_end_to_end_on_the_full_stack(tiny: Path) -> None:
     assert set(out["admission_s"]) == {"small", "medium", "large"}
     assert out["kueue"]["wall_s"] == 351.0
     assert set(out["held_phases_s"]) == {"small", "medium", "large"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_run_on_the_same_database_is_refused_and_deletes_nothing(tiny: Path) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("the run's lock is PostgreSQL's advisory lock")
+    db = connection.settings_dict
+    first = psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"], autocommit=True)
+    first.execute("SELECT pg_advisory_lock(%s)", [locks._key("bench-queue-stack")])  # a run under way
+    try:
+        User.objects.create_user(USER)  # what its start-up clean-up would have deleted
+        with pytest.raises(ValueError, match="another bench_queue_stack run is using this database"):
+            run(StackConfig(scenario=tiny), say=lambda _: None)
+        assert User.objects.filter(username=USER).exists()
+    finally:
+        first.close()
