@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import psycopg
 import pytest
 import yaml
 from django.conf import settings
@@ -27,8 +26,8 @@ from scheduling.benchmarks.stack_queue import (
 )
 from scheduling.demand import SIM_DURATION_ENV
 from scheduling.engine.quota import UNIT
-from scheduling.loops import locks
 from tests.db_quiet import others_done
+from tests.locks_elsewhere import held_elsewhere
 from workspaces.models import Workspace
 
 NOMINAL, BORROW = 4, 8
@@ -139,13 +138,8 @@ def test_a_tiny_scenario_runs_end_to_end_on_the_full_stack(tiny: Path) -> None:
 def test_a_second_run_on_the_same_database_is_refused_and_deletes_nothing(tiny: Path) -> None:
     if connection.vendor != "postgresql":
         pytest.skip("the run's lock is PostgreSQL's advisory lock")
-    db = connection.settings_dict
-    first = psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"], autocommit=True)
-    first.execute("SELECT pg_advisory_lock(%s)", [locks._key("bench-queue-stack")])  # a run under way
-    try:
-        User.objects.create_user(USER)  # what its start-up clean-up would have deleted
-        with pytest.raises(ValueError, match="another bench_queue_stack run is using this database"):
-            run(StackConfig(scenario=tiny), say=lambda _: None)
-        assert User.objects.filter(username=USER).exists()
-    finally:
-        first.close()
+    User.objects.create_user(USER)  # what its start-up clean-up would have deleted
+    refused = pytest.raises(ValueError, match="another bench_queue_stack run is using this database")
+    with held_elsewhere("bench-queue-stack"), refused:  # a run under way
+        run(StackConfig(scenario=tiny), say=lambda _: None)
+    assert User.objects.filter(username=USER).exists()

@@ -8,32 +8,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 from django.core.cache import cache
-from django.db import connection
 from django.test import override_settings
 
 from portal.queue import enqueue_coalesced, queue_for
 from scheduling import tasks
 from scheduling.benchmarks.measuring import SentTask
 from scheduling.kube.client import kube
-from scheduling.loops import cycle, locks, tasknames
+from scheduling.loops import cycle, tasknames
 from tests.conftest import Org
+from tests.locks_elsewhere import held_elsewhere
 
 
 @pytest.fixture
 def cycle_running_elsewhere() -> Iterator[None]:
     """The cycle's advisory lock, held by another session (another worker's cycle under way)."""
-    settings = connection.settings_dict
-    other = psycopg.connect(
-        host=settings["HOST"], port=settings["PORT"], user=settings["USER"], dbname=settings["NAME"], autocommit=True
-    )
-    other.execute("SELECT pg_advisory_lock(%s)", [locks._key("scheduling-cycle")])
-    try:
+    with held_elsewhere("scheduling-cycle"):
         yield
-    finally:
-        other.close()
 
 
 @pytest.mark.django_db(transaction=True)
