@@ -466,10 +466,13 @@ def measure(
     return result, lag, not_succeeded, held_phases(stamps, admitted_runs, created)
 
 
+RUN_LOCK = "bench-queue-stack"  # single_flight's name for a run under way on this database
+
+
 def run(config: StackConfig, say: Callable[[str], None] = print) -> StackResult:
     """One run. A second run on the same database is refused: its start-up clean-up would delete the first's
     workspaces and ledger rows under its worker (both runs act as the one benchmark user)."""
-    with single_flight("bench-queue-stack") as acquired:
+    with single_flight(RUN_LOCK) as acquired:
         if not acquired:
             raise ValueError("another bench_queue_stack run is using this database; wait for it to end")
         return _run(config, say)

@@ -13,6 +13,7 @@ from django.db import connection
 from portal.models import User
 from scheduling.benchmarks.queue_sim import load_scenario
 from scheduling.benchmarks.stack_queue import (
+    RUN_LOCK,
     USER,
     StackConfig,
     clock_speed,
@@ -140,6 +141,6 @@ def test_a_second_run_on_the_same_database_is_refused_and_deletes_nothing(tiny: 
         pytest.skip("the run's lock is PostgreSQL's advisory lock")
     User.objects.create_user(USER)  # what its start-up clean-up would have deleted
     refused = pytest.raises(ValueError, match="another bench_queue_stack run is using this database")
-    with held_elsewhere("bench-queue-stack"), refused:  # a run under way
+    with held_elsewhere(RUN_LOCK), refused:  # a run under way
         run(StackConfig(scenario=tiny), say=lambda _: None)
     assert User.objects.filter(username=USER).exists()
