@@ -47,6 +47,16 @@ I64 = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 
 
+def _workspace_of(pod: Mapping[str, Any]) -> int | None:
+    label = (pod.get("metadata", {}).get("labels") or {}).get(WORKSPACE_ID, "")
+    return int(label) if label.isdigit() else None
+
+
+def succeeded_workspace(pod: Mapping[str, Any]) -> int | None:
+    """The workspace of a pod that ran to completion; None for any other pod."""
+    return _workspace_of(pod) if pod.get("status", {}).get("phase") == "Succeeded" else None
+
+
 @dataclass(frozen=True)
 class Demand:
     """What one pod of a workspace needs; ``pods`` of them must fit (one per worker)."""
@@ -160,6 +170,9 @@ class Capacity:
     state: ClusterState
     free: dict[str, I64]  # device-plugin resource -> free count per node
     bound_pods: Counter[int] = field(default_factory=Counter)  # bound pods per workspace
+    # Pods per workspace that ran to completion (phase Succeeded): with none left on a node, its work is done
+    # before the reconcile pass writes so (see the scheduling cycle).
+    succeeded_pods: Counter[int] = field(default_factory=Counter)
     by_model: dict[str, int] = field(default_factory=dict)  # quota capacity per GPU model (node_gpus)
     router: Router = field(default_factory=live_router)
     _selectors: dict[tuple[tuple[str, str], ...], Mask] = field(default_factory=dict, repr=False)
@@ -227,6 +240,8 @@ class Capacity:
     def _occupy_all(self, pods: Iterable[Mapping[str, Any]]) -> None:
         for pod in pods:
             self.occupy(pod)
+            if (workspace := succeeded_workspace(pod)) is not None:
+                self.succeeded_pods[workspace] += 1
 
     def occupy(self, pod: Mapping[str, Any]) -> Held | None:
         """Take what a bound pod holds on its node; answers it (to give back with :meth:`vacate`), or None
@@ -234,8 +249,7 @@ class Capacity:
         node = self._index.get(pod.get("spec", {}).get("nodeName") or "")
         if node is None or pod.get("status", {}).get("phase") in TERMINAL_PHASES:
             return None
-        label = (pod.get("metadata", {}).get("labels") or {}).get(WORKSPACE_ID, "")
-        workspace = int(label) if label.isdigit() else None
+        workspace = _workspace_of(pod)
         requests = _pod_requests(pod)
         host = PodShape(
             math.ceil(requests.get("cpu", Decimal(0)) * 1000), math.ceil(requests.get("memory", Decimal(0)) / MIB)
@@ -294,6 +308,7 @@ class Capacity:
         """An independent copy to decide on (the node list, its selector masks and the router are shared)."""
         twin = replace(self, state=self.state.copy(), free={k: v.copy() for k, v in self.free.items()})
         twin.bound_pods = Counter(self.bound_pods)
+        twin.succeeded_pods = Counter(self.succeeded_pods)
         twin._lock = threading.Lock()
         return twin
 

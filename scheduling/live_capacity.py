@@ -25,7 +25,7 @@ from typing import Any
 from django.conf import settings
 
 from scheduling.dra import DraView
-from scheduling.inventory import Capacity, Held
+from scheduling.inventory import Capacity, Held, succeeded_workspace
 from scheduling.kube.calls import Kube, PermanentKubeError
 from scheduling.kube.informer import Changes, Informer, Key, informer_for
 
@@ -53,6 +53,7 @@ class LiveCapacity:
         self._base: Capacity | None = None
         self._dra: DraView | None = None
         self._held: dict[Key, Held] = {}
+        self._succeeded: dict[Key, int] = {}  # pods that ran to completion: their workspace
         self._claims_held: dict[Key, Held] = {}
         self._signatures: dict[Key, str] = {}
         self._lock = threading.Lock()
@@ -95,6 +96,14 @@ class LiveCapacity:
             self._base.vacate(held)
         if pod is not None and (now := self._base.occupy(pod)) is not None:
             self._held[key] = now
+        done = self._base.succeeded_pods
+        if (before := self._succeeded.pop(key, None)) is not None:
+            done[before] -= 1
+            if done[before] <= 0:
+                del done[before]
+        if pod is not None and (workspace := succeeded_workspace(pod)) is not None:
+            self._succeeded[key] = workspace
+            done[workspace] += 1
 
     def _replace_claim(self, key: Key, claim: Mapping[str, Any] | None) -> None:
         assert self._base is not None and self._dra is not None
@@ -111,7 +120,7 @@ class LiveCapacity:
         self._signatures = {key: _node_signature(node) for key, node in nodes.items()}
         self._dra = DraView.from_slices(self.slices.snapshot().values()) if self.slices else DraView()
         self._base = Capacity.from_objects(nodes.values(), [], dra=self._dra)
-        self._held, self._claims_held = {}, {}
+        self._held, self._claims_held, self._succeeded = {}, {}, {}
         for key, pod in self.pods.snapshot().items():
             self._replace(key, pod)
         for key, claim in (self.claims.snapshot() if self.claims else {}).items():

@@ -33,6 +33,7 @@ from scheduling.loops import elastic, passes, tasknames
 from scheduling.loops.cycle_rows import cycle_rows, shape_of
 from scheduling.loops.decisions import Decisions
 from scheduling.loops.locks import single_flight
+from scheduling.loops.observe import JOB_DONE
 from scheduling.loops.provisioning import request_teardowns
 from scheduling.quota import fair_share as decayed_usage
 from scheduling.quota.rules import may_borrow, quota_config
@@ -253,6 +254,38 @@ def in_line_message(team: str, ahead: int) -> str:
     )
 
 
+def _ran_to_end(workspace: Workspace, capacity: Capacity) -> bool:
+    """Every worker of a training job succeeded and none is left on a node, as the watches see it: the Job
+    is complete (Indexed, one pod per worker, no retries), though the reconcile pass has not read it yet.
+
+    Notebooks are left to the pass (a resumed one gets a new pod while the old one's deletion may still be
+    on its way), and so are elastic jobs (their size changes as they run)."""
+    return (
+        workspace.kind == Workspace.Kind.JOB
+        and workspace.max_workers is None
+        and workspace.state in (State.ADMITTED, State.PROVISIONING, State.RUNNING)
+        and workspace.pk not in capacity.bound
+        and capacity.succeeded_pods[workspace.pk] >= workspace.workers
+    )
+
+
+def _write_ends(active: list[Workspace], capacity: Capacity) -> int:
+    """Write the ends of the jobs that ran to completion since the reconcile pass last looked: their quota
+    and GPUs are free now, not when the pass next lists the cluster (up to a few seconds on a busy one).
+    Compare-and-set, like the pass's own moves: whichever writes first wins. Answers how many moved."""
+    ended: dict[str, list[Move]] = {}
+    for workspace in active:
+        if _ran_to_end(workspace, capacity):
+            ended.setdefault(workspace.state, []).append(Move(workspace, JOB_DONE, {}))
+    if not ended:
+        return 0
+    with transaction.atomic():
+        return sum(
+            len(transition_many(moves, State.SUCCEEDED, expected=[state], source="scheduler"))
+            for state, moves in ended.items()
+        )
+
+
 def run_cycle(kube: Kube) -> int:
     """Admit what fits; returns how many workspaces were admitted (0 if another cycle is running).
 
@@ -299,6 +332,8 @@ def _cycle(kube: Kube) -> int:
     if not queued and not growth:
         return 0
     capacity = cluster_capacity(kube)
+    if _write_ends(active, capacity):
+        admitted = [held for w in active if is_gpu(w) and w.is_active for held in elastic.held(w, rows.workload(w))]
     # Admitted workspaces whose pods are not on a node yet hold their room: on their pinned node, or
     # wherever the engine would put them (unpinned after the cluster disagreed, or spread jobs).
     for pending in active:

@@ -14,6 +14,9 @@ State = Workspace.State
 RECREATE_REASONS = ("UnexpectedAdmissionError", "Evicted", "Preempting", "NodeLost", "Terminated")
 
 
+JOB_DONE = "Finished successfully."  # every worker of a training job ran to completion
+
+
 @dataclass(frozen=True)
 class Observation:
     state: str | None  # None: the objects are missing
@@ -98,7 +101,7 @@ def observe_job(
             if condition.get("reason") == "DeadlineExceeded":
                 return Observation(State.EXPIRED, "Reached the longest runtime the policy allows.")
             if state == State.SUCCEEDED:
-                return Observation(state, "Finished successfully.")
+                return Observation(state, JOB_DONE)
             failure = next((m for p in pods if (m := _container_failure(p))), "")  # what the Job does not say
             return Observation(state, f"Failed: {condition.get('message')}" + (f" ({failure})" if failure else ""))
     live = [p for p in pods if p.get("status", {}).get("phase") in ("Pending", "Running")]

@@ -14,6 +14,7 @@ import pytest
 from scheduling.inventory import Capacity
 from scheduling.kube.calls import Kube
 from scheduling.kube.informer import Informer
+from scheduling.kube.keys import SIM_DURATION_ANNOTATION
 from scheduling.live_capacity import LiveCapacity
 from scheduling.simcluster.testing import SimCluster
 from tests.stack_fixtures import wait_for
@@ -39,7 +40,8 @@ def live(kube: Kube) -> Iterator[LiveCapacity]:
         kube.delete("Pod", NAMESPACE, pod["metadata"]["name"])
 
 
-def bound_pod(node: str, limits: dict[str, str], workspace: int) -> dict[str, Any]:
+def bound_pod(node: str, limits: dict[str, str], workspace: int, *, runs_for: int | None = None) -> dict[str, Any]:
+    """A pod bound to ``node``; with ``runs_for``, one that runs that many simulated seconds and succeeds."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -47,9 +49,11 @@ def bound_pod(node: str, limits: dict[str, str], workspace: int) -> dict[str, An
             "name": f"live-{next(_names)}",
             "namespace": NAMESPACE,
             "labels": {"gpuportal.io/workspace-id": str(workspace)},
+            "annotations": {} if runs_for is None else {SIM_DURATION_ANNOTATION: str(runs_for)},
         },
         "spec": {
             "nodeName": node,
+            "restartPolicy": "Always" if runs_for is None else "Never",
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
             "containers": [
                 {
@@ -78,6 +82,8 @@ def differences(live: Capacity, listed: Capacity) -> list[str]:
             found.append(resource)
     if set(live.bound) != set(listed.bound):
         found.append(f"bound {sorted(live.bound)} != {sorted(listed.bound)}")
+    if live.succeeded_pods != listed.succeeded_pods:
+        found.append(f"succeeded {dict(live.succeeded_pods)} != {dict(listed.succeeded_pods)}")
     return found
 
 
@@ -90,6 +96,12 @@ def disagreement(kube: Kube, live: LiveCapacity) -> list[str]:
 def settled(kube: Kube, live: LiveCapacity, what: str) -> None:
     """Wait for the watches to catch up with the cluster: then the kept view must equal a fresh list's."""
     wait_for(lambda: not disagreement(kube, live), timeout=15, what=what)
+
+
+def _succeeded(live: LiveCapacity, workspace: int) -> int:
+    current = live.current(timeout=5)
+    assert current is not None
+    return current.succeeded_pods[workspace]
 
 
 def test_it_answers_what_a_full_list_answers_as_pods_and_nodes_change(
@@ -109,6 +121,13 @@ def test_it_answers_what_a_full_list_answers_as_pods_and_nodes_change(
     settled(kube, live, "the new pods to be counted")
     current = live.current(timeout=5)
     assert current is not None and {9001, 9002, 9003, 9004} <= set(current.bound)
+    # A pod that ran to completion gives its GPUs back and counts as succeeded for its workspace.
+    kube.ensure(bound_pod("gpu-l40s-0", {"nvidia.com/gpu": "1"}, 9005, runs_for=5))
+    settled(kube, live, "the short pod to be counted")  # running or already done: the views agree either way
+    wait_for(lambda: _succeeded(live, 9005) == 1, timeout=15, what="the short pod to succeed")
+    settled(kube, live, "its end to be given back")
+    current = live.current(timeout=5)
+    assert current is not None and 9005 not in current.bound
     gone = {pods[0]["metadata"]["name"], pods[2]["metadata"]["name"]}
     for name in gone:
         kube.delete("Pod", NAMESPACE, name)
