@@ -19,15 +19,18 @@ import json
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
 
+from portal.queue import enqueue_coalesced
 from scheduling.dra import DraView
 from scheduling.inventory import Capacity, Held, succeeded_workspace
 from scheduling.kube.calls import Kube, PermanentKubeError
 from scheduling.kube.informer import Changes, Informer, Key, informer_for
+from scheduling.loops import tasknames
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +138,23 @@ def _sig(node: Mapping[str, Any] | None) -> str | None:
 
 _live: dict[str, LiveCapacity] = {}
 _live_lock = threading.Lock()
+_listened: weakref.WeakSet[Informer] = weakref.WeakSet()  # pod informers that ask for a cycle at a job's end
+
+
+def _a_job_pod_succeeded(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> bool:
+    if after is None or succeeded_workspace(after) is None or (before and succeeded_workspace(before) is not None):
+        return False
+    return any(owner.get("kind") == "Job" for owner in after["metadata"].get("ownerReferences") or [])
+
+
+def _cycle_on_job_end(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> None:
+    """A worker of a training job succeeded: the next cycle may find the whole job done and its quota free
+    (``cycle._write_ends``), so ask for one now rather than at the next request, release or beat."""
+    if _a_job_pod_succeeded(before, after):
+        try:
+            enqueue_coalesced(tasknames.RUN_CYCLE)
+        except Exception:  # the broker is down: the beat's cycle comes anyway, and the watch must go on
+            log.exception("could not ask for a scheduling cycle after a job's pod succeeded")
 
 
 def live_capacity(kube: Kube) -> LiveCapacity:
@@ -149,6 +169,9 @@ def live_capacity(kube: Kube) -> LiveCapacity:
         live = _live.get(key)
         if live is None or [live.nodes, live.pods, live.slices, live.claims] != [nodes, pods, slices, claims]:
             live = _live[key] = LiveCapacity(nodes, pods, slices, claims)
+        if pods not in _listened:
+            _listened.add(pods)
+            pods.listen(_cycle_on_job_end)
         return live
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduling.kube.calls import JSON, Kube, KubeError, TransientKubeError, WatchStream
@@ -33,6 +34,7 @@ from scheduling.kube.calls import JSON, Kube, KubeError, TransientKubeError, Wat
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, name); ("", name) for cluster-scoped kinds such as Node
+Listener = Callable[[JSON | None, JSON | None], None]  # (the object before an event, after it; None: absent)
 
 BACKOFF_MIN_S = 0.5
 BACKOFF_MAX_S = 10.0
@@ -78,6 +80,7 @@ class Informer:
         self._stopping = threading.Event()
         self._stream: WatchStream | None = None  # the open stream, for stop() to close
         self._thread: threading.Thread | None = None
+        self._listeners: list[Listener] = []
 
     # -- for consumers ------------------------------------------------------------------------------
 
@@ -107,6 +110,12 @@ class Informer:
         """The current objects by key (a new dict; the objects themselves are shared, read-only)."""
         with self._lock:
             return dict(self._objects)
+
+    def listen(self, listener: Listener) -> None:
+        """Call ``listener(before, after)`` on the watch's thread after each event that adds, changes or
+        deletes an object (not for a relist's objects): for a consumer that must react at once rather than
+        at its next drain. It must be quick and must not raise (it would cost the watch a relist)."""
+        self._listeners.append(listener)
 
     def drain(self) -> Changes:
         """What changed since the previous drain (see :class:`Changes`), and start collecting afresh."""
@@ -219,19 +228,25 @@ class Informer:
                 raise _Expired
             raise TransientKubeError(str(obj.get("message") or obj), status=code, reason=reason)
         resource_version = str(obj.get("metadata", {}).get("resourceVersion") or "")
+        before: JSON | None = None
+        after: JSON | None = None
         with self._lock:
             if kind in ("ADDED", "MODIFIED"):
                 key = key_of(obj)
-                self._objects[key] = self._changed[key] = obj
+                before = self._objects.get(key)
+                self._objects[key] = self._changed[key] = after = obj
             elif kind == "DELETED":
                 key = key_of(obj)
-                self._objects.pop(key, None)
+                before = self._objects.pop(key, None)
                 self._changed[key] = None
             elif kind != "BOOKMARK":
                 log.warning("the %s watch sent an event of unknown type %r", self.kind, kind)
                 return
             if resource_version:
                 self._resource_version = resource_version
+        if kind != "BOOKMARK":
+            for listener in self._listeners:
+                listener(before, after)
 
 
 # -- one informer per (API server, kind) in this process ---------------------------------------------------

@@ -158,6 +158,27 @@ def test_it_follows_a_pod_from_added_through_bound_and_running_to_deleted(pods, 
     assert in_namespace(pods.drain().changed, namespace) == {key: None}
 
 
+def test_a_listener_hears_every_event_with_the_object_before_and_after_it(kube, v1, namespace) -> None:
+    heard: list[tuple[str, str]] = []  # (phase before, phase after); "gone" for no object
+    informer = Informer(kube, "Pod")
+    informer.listen(
+        lambda before, after: heard.append((phase(before) or "gone", phase(after) or "gone"))
+        if (after or before or {})["metadata"]["namespace"] == namespace
+        else None
+    )
+    informer.start()
+    try:
+        assert informer.wait_synced(10)
+        make_pod(v1, namespace, "p")
+        wait_for(lambda: ("Pending", "Running") in heard, what="the pod to start")
+        v1.delete_namespaced_pod("p", namespace, grace_period_seconds=0)
+        wait_for(lambda: heard[-1][1] == "gone", what="the pod to go")
+    finally:
+        informer.stop()
+    assert heard[0][0] == "gone"  # added: nothing before it
+    assert all(after == heard[i + 1][0] for i, (_, after) in enumerate(heard[:-1]))  # each follows the last
+
+
 def test_a_dropped_watch_resumes_from_its_resource_version_without_losing_events(pods, sim, v1, namespace) -> None:
     pods.drain()
     # While the watch is down (dropped, and every new watch refused), pods come and one goes.

@@ -15,7 +15,7 @@ from scheduling.inventory import Capacity
 from scheduling.kube.calls import Kube
 from scheduling.kube.informer import Informer
 from scheduling.kube.keys import SIM_DURATION_ANNOTATION
-from scheduling.live_capacity import LiveCapacity
+from scheduling.live_capacity import LiveCapacity, _a_job_pod_succeeded
 from scheduling.simcluster.testing import SimCluster
 from tests.stack_fixtures import wait_for
 
@@ -147,3 +147,19 @@ def test_it_answers_what_a_full_list_answers_as_pods_and_nodes_change(
     current = live.current(timeout=5)
     assert current is not None and set(current.bound) >= {9002, 9004}
     assert not {9001, 9003} & set(current.bound)
+
+
+def _pod(phase: str, *, owner: str | None = "Job", workspace: str = "7") -> dict[str, Any]:
+    owners = [{"kind": owner, "name": "ws-7-train"}] if owner else []
+    metadata = {"name": "p", "labels": {"gpuportal.io/workspace-id": workspace}, "ownerReferences": owners}
+    return {"metadata": metadata, "status": {"phase": phase}}
+
+
+def test_a_cycle_is_asked_for_only_when_a_portal_jobs_pod_turns_succeeded() -> None:
+    assert _a_job_pod_succeeded(_pod("Running"), _pod("Succeeded"))
+    assert _a_job_pod_succeeded(None, _pod("Succeeded"))  # first seen already done
+    assert not _a_job_pod_succeeded(_pod("Succeeded"), _pod("Succeeded"))  # a later change of a done pod
+    assert not _a_job_pod_succeeded(_pod("Running"), _pod("Failed"))  # the reconcile pass writes failures
+    assert not _a_job_pod_succeeded(_pod("Running"), _pod("Succeeded", owner=None))  # a notebook's own pod
+    assert not _a_job_pod_succeeded(_pod("Running"), _pod("Succeeded", workspace=""))  # not the portal's
+    assert not _a_job_pod_succeeded(_pod("Succeeded"), None)  # deleted

@@ -1,0 +1,54 @@
+"""In the full stack, a training job's end frees its quota for the next request as soon as its pods have
+succeeded: the worker's pod watch asks for a scheduling cycle, which writes the end and admits into the room.
+Here the reconcile pass and beat's cycle are a minute apart, so neither of them can have done it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.catalogue import install_images, install_offerings, set_quota
+from tests.conftest import Org, api_client_for
+from tests.stack_fixtures import Worker, wait_for
+from workspaces.models import Workspace
+
+# The worker process must see what the test writes: every test commits for real.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _request_job(org: Org, name: str) -> Workspace:
+    payload = {"kind": "job", "name": name, "team": "alpha", "offering": "h100-80gb-hbm3", "gpu_count": 1,
+               "image": "pytorch", "command": ["python", "train.py"]}  # fmt: skip
+    response = api_client_for(org.member).post("/api/v1/workspaces/", payload, format="json")
+    assert response.status_code == 202, response.json()
+    return Workspace.objects.get(pk=response.json()["id"])
+
+
+def _state(workspace: Workspace) -> str:
+    workspace.refresh_from_db()
+    return workspace.state
+
+
+def test_the_next_request_is_admitted_when_the_jobs_pod_succeeds(
+    org: Org, dedicated_worker: Callable[..., Worker]
+) -> None:
+    install_offerings()
+    install_images()
+    set_quota(org.alpha, "H100-80GB-HBM3", 1)
+    # Jobs run 4 s (40 simulated seconds at the cluster's x10); the loops' own timers are out of reach.
+    dedicated_worker(RECONCILE_INTERVAL_SECONDS="60", SCHEDULING_INTERVAL_SECONDS="60")
+    first = _request_job(org, "first")
+    wait_for(lambda: _state(first) in ("admitted", "provisioning", "running"), timeout=20, what="the first to start")
+    following = _request_job(org, "following")
+    wait_for(lambda: "Waiting for team quota" in (following.refresh_from_db() or following.reason),
+             timeout=20, what="the second to wait for quota")  # fmt: skip
+
+    wait_for(lambda: _state(following) != "queued", timeout=30, what="the second to be admitted")
+
+    first.refresh_from_db()
+    assert first.state == "succeeded"
+    end = first.events.get(to_state="succeeded")
+    assert (end.source, end.reason) == ("scheduler", "Finished successfully.")
+    assert first.finished_at is not None and following.admitted_at is not None
+    assert (following.admitted_at - first.finished_at).total_seconds() < 5
