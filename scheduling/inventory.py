@@ -37,7 +37,7 @@ from scheduling.engine.policies import make_policy
 from scheduling.engine.policies.router import Router
 from scheduling.engine.shapes import MILLI, Placement, PodShape
 from scheduling.engine.state import EXCLUSIVE, MIG, TIME_SLICED, ClusterState, build_state
-from scheduling.kube.keys import GPU_RESOURCE, GPU_TAINT_KEY, WORKSPACE_ID
+from scheduling.kube.keys import GPU_RESOURCE, GPU_TAINT_KEY, workspace_id_of
 from scheduling.node_gpus import NodeGpus, capacity_by_model, read_node
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -47,14 +47,9 @@ I64 = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 
 
-def _workspace_of(pod: Mapping[str, Any]) -> int | None:
-    label = (pod.get("metadata", {}).get("labels") or {}).get(WORKSPACE_ID, "")
-    return int(label) if label.isdigit() else None
-
-
 def succeeded_workspace(pod: Mapping[str, Any]) -> int | None:
     """The workspace of a pod that ran to completion; None for any other pod."""
-    return _workspace_of(pod) if pod.get("status", {}).get("phase") == "Succeeded" else None
+    return workspace_id_of(pod) if pod.get("status", {}).get("phase") == "Succeeded" else None
 
 
 @dataclass(frozen=True)
@@ -249,7 +244,7 @@ class Capacity:
         node = self._index.get(pod.get("spec", {}).get("nodeName") or "")
         if node is None or pod.get("status", {}).get("phase") in TERMINAL_PHASES:
             return None
-        workspace = _workspace_of(pod)
+        workspace = workspace_id_of(pod)
         requests = _pod_requests(pod)
         host = PodShape(
             math.ceil(requests.get("cpu", Decimal(0)) * 1000), math.ceil(requests.get("memory", Decimal(0)) / MIB)

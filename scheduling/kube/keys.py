@@ -1,12 +1,16 @@
 """Every key the portal reads or writes on Kubernetes objects, said once: the labels GPU Feature Discovery
 and the MIG manager publish, the device plugin's resource names, the GPU taint, the portal's own labels and
-annotations, and the ports its pods serve (facts: ``shared/design/GPU-ON-KUBERNETES.md``).
+annotations (and how to read its workspace label), and the ports its pods serve (facts:
+``shared/design/GPU-ON-KUBERNETES.md``).
 
 The simulated cluster (``scheduling/simcluster``) writes the same keys from its own tables: it plays the
 cluster, so it does not import the portal's.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 # -- GPU Feature Discovery and the MIG manager (node labels) ------------------------------------------
 PRODUCT = "nvidia.com/gpu.product"  # e.g. NVIDIA-H100-80GB-HBM3; MIG strategy "single" appends -MIG-<profile>
@@ -48,3 +52,9 @@ SIM_GPU_MEMORY_ANNOTATION = "sim.gpuportal.io/gpu-memory-mib"  # simulated clust
 # -- ports --------------------------------------------------------------------------------------------
 NOTEBOOK_PORT = 8888
 MASTER_PORT = 29500  # torch.distributed rendezvous on worker 0
+
+
+def workspace_id_of(obj: Mapping[str, Any]) -> int | None:
+    """The workspace an object of the portal's belongs to, by its ``WORKSPACE_ID`` label; None for others."""
+    value = (obj.get("metadata", {}).get("labels") or {}).get(WORKSPACE_ID, "")
+    return int(value) if value.isascii() and value.isdigit() else None

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from portal.queue import enqueue, enqueue_coalesced
 from scheduling.kube.calls import Kube
-from scheduling.kube.keys import MANAGED_BY, MANAGER, WORKSPACE_ID
+from scheduling.kube.keys import MANAGED_BY, MANAGER, workspace_id_of
 from scheduling.loops import metering, tasknames
 from scheduling.loops.observe import Observation, observe_job, observe_pod
 from scheduling.loops.provisioning import request_teardown, request_teardowns, teardown
@@ -48,11 +48,6 @@ class ClusterView:
     pods_at: datetime = field(default_factory=timezone.now)
 
 
-def _workspace_id(obj: Mapping[str, Any]) -> int | None:
-    value = (obj.get("metadata", {}).get("labels") or {}).get(WORKSPACE_ID)
-    return int(value) if value and value.isdigit() else None
-
-
 def read_cluster(kube: Kube, *, sweep: bool = True) -> ClusterView:
     """Pods and jobs always; the other kinds only when ``sweep`` (they matter only for orphan removal)."""
     view = ClusterView()
@@ -60,10 +55,10 @@ def read_cluster(kube: Kube, *, sweep: bool = True) -> ClusterView:
     pods = kube.list("Pod", None, MANAGED)
     view.pods_at = asked + (timezone.now() - asked) / 2
     for pod in pods:
-        if (wid := _workspace_id(pod)) is not None:
+        if (wid := workspace_id_of(pod)) is not None:
             view.pods[wid].append(pod)
     for job in kube.list("Job", None, MANAGED):
-        if (wid := _workspace_id(job)) is not None:
+        if (wid := workspace_id_of(job)) is not None:
             view.jobs[wid] = job
     kinds = ["Service", "Secret", "PersistentVolumeClaim"] + (["Ingress"] if settings.NOTEBOOK_INGRESS_HOST else [])
     for kind in kinds if sweep else []:
@@ -196,7 +191,7 @@ def _unpin(kube: Kube, workspace: Workspace, seen: Observation, view: ClusterVie
 def _remove_orphans(kube: Kube, view: ClusterView) -> int:
     """Delete labelled objects whose workspace no longer wants them."""
     # Only the workspaces the cluster holds objects of: every workspace ever made would grow with history.
-    owners = {*view.pods, *view.jobs, *(owner for _, obj in view.others if (owner := _workspace_id(obj)) is not None)}
+    owners = {*view.pods, *view.jobs, *(owner for _, obj in view.others if (owner := workspace_id_of(obj)) is not None)}
     states = dict(Workspace.objects.filter(pk__in=owners).values_list("pk", "state"))
     wants_pods = {pk for pk, state in states.items() if state in Workspace.ACTIVE_STATES}
     wants_volume = {pk for pk, state in states.items() if state != State.DELETED}
@@ -206,7 +201,7 @@ def _remove_orphans(kube: Kube, view: ClusterView) -> int:
             doomed.extend(("Pod", pod) for pod in pods if _standalone(pod))
     doomed.extend(("Job", job) for wid, job in view.jobs.items() if wid not in wants_pods)
     for kind, obj in view.others:
-        owner = _workspace_id(obj)
+        owner = workspace_id_of(obj)
         keep = wants_volume if kind in ("Secret", "PersistentVolumeClaim") else wants_pods
         if owner is not None and owner not in keep:
             doomed.append((kind, obj))

@@ -21,7 +21,7 @@ from portal.billing import ledger
 from scheduling.demand import spec_for
 from scheduling.kube import names
 from scheduling.kube.calls import Kube, KubeError
-from scheduling.kube.keys import MANAGED_BY, MANAGER, NOTEBOOK_PORT, WORKSPACE_ID
+from scheduling.kube.keys import MANAGED_BY, MANAGER, NOTEBOOK_PORT, workspace_id_of
 from scheduling.loops.provisioning import notebook_base_url
 from scheduling.models import ActivitySample
 from scheduling.telemetry.dcgm import PodActivity, PodKey, pod_activity
@@ -45,9 +45,9 @@ def _running_pods(kube: Kube) -> dict[int, list[PodKey]]:
     pods: dict[int, list[PodKey]] = defaultdict(list)
     for pod in kube.list("Pod", None, f"{MANAGED_BY}={MANAGER}"):
         meta = pod["metadata"]
-        workspace_id = (meta.get("labels") or {}).get(WORKSPACE_ID, "")
-        if workspace_id.isdigit() and (pod.get("status") or {}).get("phase") == "Running":
-            pods[int(workspace_id)].append((meta["namespace"], meta["name"]))
+        workspace_id = workspace_id_of(pod)
+        if workspace_id is not None and (pod.get("status") or {}).get("phase") == "Running":
+            pods[workspace_id].append((meta["namespace"], meta["name"]))
     return pods
 
 

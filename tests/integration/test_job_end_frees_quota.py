@@ -30,6 +30,11 @@ def _state(workspace: Workspace) -> str:
     return workspace.state
 
 
+def _reason(workspace: Workspace) -> str:
+    workspace.refresh_from_db()
+    return workspace.reason
+
+
 def test_the_next_request_is_admitted_when_the_jobs_pod_succeeds(
     org: Org, dedicated_worker: Callable[..., Worker]
 ) -> None:
@@ -41,8 +46,7 @@ def test_the_next_request_is_admitted_when_the_jobs_pod_succeeds(
     first = _request_job(org, "first")
     wait_for(lambda: _state(first) in ("admitted", "provisioning", "running"), timeout=20, what="the first to start")
     following = _request_job(org, "following")
-    wait_for(lambda: "Waiting for team quota" in (following.refresh_from_db() or following.reason),
-             timeout=20, what="the second to wait for quota")  # fmt: skip
+    wait_for(lambda: "Waiting for team quota" in _reason(following), timeout=20, what="the second to wait for quota")
 
     wait_for(lambda: _state(following) != "queued", timeout=30, what="the second to be admitted")
 

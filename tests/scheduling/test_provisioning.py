@@ -21,6 +21,7 @@ from scheduling import priorities
 from scheduling.benchmarks.measuring import unsent_tasks
 from scheduling.kube import names
 from scheduling.kube.calls import Kube, TransientKubeError
+from scheduling.kube.keys import workspace_id_of
 from scheduling.loops import provisioning, reconcile
 from scheduling.loops.schedule import orphan_sweep_due
 from scheduling.simcluster.testing import SimCluster
@@ -300,7 +301,7 @@ def test_a_pass_moves_many_workspaces_in_as_many_statements_as_one(
         return sum("workspaces_workspace" in query["sql"] for query in queries.captured_queries)
 
     def pods(ids: list[int]) -> list[dict[str, Any]]:
-        return [p for p in kube.list("Pod", "team-alpha") if reconcile._workspace_id(p) in ids]
+        return [p for p in kube.list("Pod", "team-alpha") if workspace_id_of(p) in ids]
 
     with unsent_tasks():
         reconcile.reconcile(kube, sweep=False)  # what a pass does once a minute (the fleet's capacity), done
