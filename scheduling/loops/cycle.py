@@ -326,14 +326,18 @@ def _cycle(kube: Kube) -> int:
     per_shape = settings.QUEUE_CONSIDERED_PER_SHAPE
     loaded = rows.load(Workspace.ACTIVE_STATES, per_shape)
     active, queued = loaded.active, loaded.queued  # the queue's heads, oldest first
-    admitted = [held for w in active if is_gpu(w) for held in elastic.held(w, rows.workload(w))]
+
+    def held_now() -> list[Workload]:  # what the active GPU workspaces hold
+        return [held for w in active if is_gpu(w) and w.is_active for held in elastic.held(w, rows.workload(w))]
+
+    admitted = held_now()
     usage = decayed_usage.advance(admitted, now)  # every cycle, so history accrues while the queue is empty
     growth = [ask for w in active if is_gpu(w) for ask in elastic.asks(w, rows.workload(w))]
     if not queued and not growth:
         return 0
     capacity = cluster_capacity(kube)
     if _write_ends(active, capacity):
-        admitted = [held for w in active if is_gpu(w) and w.is_active for held in elastic.held(w, rows.workload(w))]
+        admitted = held_now()  # without the jobs whose end was just written
     # Admitted workspaces whose pods are not on a node yet hold their room: on their pinned node, or
     # wherever the engine would put them (unpinned after the cluster disagreed, or spread jobs).
     for pending in active:

@@ -9,25 +9,13 @@ from collections.abc import Callable
 import pytest
 
 from tests.catalogue import install_images, install_offerings, set_quota
-from tests.conftest import Org, api_client_for
+from tests.conftest import Org
+from tests.integration.test_training_job import request_job, state_of
 from tests.stack_fixtures import Worker, wait_for
 from workspaces.models import Workspace
 
 # The worker process must see what the test writes: every test commits for real.
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _request_job(org: Org, name: str) -> Workspace:
-    payload = {"kind": "job", "name": name, "team": "alpha", "offering": "h100-80gb-hbm3", "gpu_count": 1,
-               "image": "pytorch", "command": ["python", "train.py"]}  # fmt: skip
-    response = api_client_for(org.member).post("/api/v1/workspaces/", payload, format="json")
-    assert response.status_code == 202, response.json()
-    return Workspace.objects.get(pk=response.json()["id"])
-
-
-def _state(workspace: Workspace) -> str:
-    workspace.refresh_from_db()
-    return workspace.state
 
 
 def _reason(workspace: Workspace) -> str:
@@ -43,12 +31,12 @@ def test_the_next_request_is_admitted_when_the_jobs_pod_succeeds(
     set_quota(org.alpha, "H100-80GB-HBM3", 1)
     # Jobs run 4 s (40 simulated seconds at the cluster's x10); the loops' own timers are out of reach.
     dedicated_worker(RECONCILE_INTERVAL_SECONDS="60", SCHEDULING_INTERVAL_SECONDS="60")
-    first = _request_job(org, "first")
-    wait_for(lambda: _state(first) in ("admitted", "provisioning", "running"), timeout=20, what="the first to start")
-    following = _request_job(org, "following")
+    first = request_job(org, "first", workers=1)
+    wait_for(lambda: state_of(first) in ("admitted", "provisioning", "running"), timeout=20, what="the first to start")
+    following = request_job(org, "following", workers=1)
     wait_for(lambda: "Waiting for team quota" in _reason(following), timeout=20, what="the second to wait for quota")
 
-    wait_for(lambda: _state(following) != "queued", timeout=30, what="the second to be admitted")
+    wait_for(lambda: state_of(following) != "queued", timeout=30, what="the second to be admitted")
 
     first.refresh_from_db()
     assert first.state == "succeeded"

@@ -17,14 +17,15 @@ from workspaces.models import Workspace
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _request_job(org: Org, name: str) -> Workspace:
+def request_job(org: Org, name: str, *, workers: int = 2) -> Workspace:
+    """A training job of ``workers`` x 1 H100 asked for through the API by Alpha's member."""
     payload = {
         "kind": "job",
         "name": name,
         "team": "alpha",
         "offering": "h100-80gb-hbm3",
         "gpu_count": 1,
-        "workers": 2,
+        "workers": workers,
         "image": "pytorch",
         "command": ["python", "train.py"],
     }
@@ -33,7 +34,7 @@ def _request_job(org: Org, name: str) -> Workspace:
     return Workspace.objects.get(pk=response.json()["id"])
 
 
-def _state(workspace: Workspace) -> str:
+def state_of(workspace: Workspace) -> str:
     workspace.refresh_from_db()
     return workspace.state
 
@@ -48,13 +49,13 @@ def test_it_runs_a_two_worker_job_to_success_with_every_transition(org: Org, sta
     install_offerings()
     install_images()
     set_quota(org.alpha, "H100-80GB-HBM3", 8)
-    job = _request_job(org, "train")
-    wait_for(lambda: _state(job) == "running", what="the job to run")
+    job = request_job(org, "train")
+    wait_for(lambda: state_of(job) == "running", what="the job to run")
     pods = client.CoreV1Api(stack.api_client()).list_namespaced_pod(
         "team-alpha", label_selector=f"job-name=ws-{job.pk}-train"
     )
     assert len(pods.items) == 2
-    wait_for(lambda: _state(job) == "succeeded", timeout=20, what="the job to succeed")
+    wait_for(lambda: state_of(job) == "succeeded", timeout=20, what="the job to succeed")
     states = list(job.events.exclude(from_state="queued", to_state="queued").values_list("from_state", "to_state"))
     path = [states[0][0]] + [to for _, to in states]
     assert [s for i, s in enumerate(path) if i == 0 or s != path[i - 1]] == [
@@ -77,7 +78,7 @@ def test_it_provisions_exactly_once_when_the_worker_dies_mid_way(
     set_quota(org.alpha, "H100-80GB-HBM3", 8)
     # Job creation hangs long enough for the worker to be killed with the headless service made and the Job not.
     stack.inject_fault(verb="create", resource="jobs", delay_s=4.0, count=1)
-    job = _request_job(org, "crashy")
+    job = request_job(org, "crashy")
     core = client.CoreV1Api(stack.api_client())
     selector = f"gpuportal.io/workspace-id={job.pk}"
     wait_for(lambda: core.list_namespaced_service("team-alpha", label_selector=selector).items, what="the service")
@@ -85,7 +86,7 @@ def test_it_provisions_exactly_once_when_the_worker_dies_mid_way(
     worker.start()
     # The claim is exactly once, not speed: a loaded machine may take a while to boot the worker again.
     try:
-        wait_for(lambda: _state(job) == "running", timeout=60, what="the job to run after the restart")
+        wait_for(lambda: state_of(job) == "running", timeout=60, what="the job to run after the restart")
     except pytest.fail.Exception as timed_out:
         pytest.fail(f"{timed_out}; its moves: {_story(job)}")
     batch = client.BatchV1Api(stack.api_client())
