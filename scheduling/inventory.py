@@ -235,8 +235,7 @@ class Capacity:
     def _occupy_all(self, pods: Iterable[Mapping[str, Any]]) -> None:
         for pod in pods:
             self.occupy(pod)
-            if (workspace := succeeded_workspace(pod)) is not None:
-                self.succeeded_pods[workspace] += 1
+            self.count_succeeded(pod)
 
     def occupy(self, pod: Mapping[str, Any]) -> Held | None:
         """Take what a bound pod holds on its node; answers it (to give back with :meth:`vacate`), or None
@@ -256,6 +255,19 @@ class Capacity:
             self.bound_pods[workspace] += 1
         taken = PodShape(cpu_before - int(self.state.cpu_free[node]), memory_before - int(self.state.mem_free[node]))
         return Held(node, workspace, taken, devices, noted)
+
+    def count_succeeded(self, pod: Mapping[str, Any]) -> int | None:
+        """Count a pod that ran to completion for its workspace; answers the workspace (to give back with
+        :meth:`uncount_succeeded` when the pod changes or goes), or None for any other pod."""
+        workspace = succeeded_workspace(pod)
+        if workspace is not None:
+            self.succeeded_pods[workspace] += 1
+        return workspace
+
+    def uncount_succeeded(self, workspace: int) -> None:
+        self.succeeded_pods[workspace] -= 1
+        if self.succeeded_pods[workspace] <= 0:
+            del self.succeeded_pods[workspace]
 
     def occupy_claim(self, claim: Mapping[str, Any], dra: DraView) -> Held | None:
         """Take the devices an allocated ResourceClaim holds (its pods take only their CPU and memory);

@@ -99,14 +99,10 @@ class LiveCapacity:
             self._base.vacate(held)
         if pod is not None and (now := self._base.occupy(pod)) is not None:
             self._held[key] = now
-        done = self._base.succeeded_pods
         if (before := self._succeeded.pop(key, None)) is not None:
-            done[before] -= 1
-            if done[before] <= 0:
-                del done[before]
-        if pod is not None and (workspace := succeeded_workspace(pod)) is not None:
+            self._base.uncount_succeeded(before)
+        if pod is not None and (workspace := self._base.count_succeeded(pod)) is not None:
             self._succeeded[key] = workspace
-            done[workspace] += 1
 
     def _replace_claim(self, key: Key, claim: Mapping[str, Any] | None) -> None:
         assert self._base is not None and self._dra is not None

@@ -4,27 +4,24 @@ a job with a worker still running keeps its quota."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from scheduling.kube.calls import Kube
 from scheduling.kube.client import kube
-from scheduling.kube.keys import SIM_DURATION_ANNOTATION, WORKSPACE_ID
 from scheduling.loops.cycle import run_cycle
 from scheduling.loops.observe import JOB_DONE
 from scheduling.simcluster.testing import SimCluster
 from tests.catalogue import install_offerings, set_quota
 from tests.conftest import Org
 from tests.scheduling.test_admission import make_workspace
+from tests.scheduling.test_live_capacity import bound_pod
 from tests.stack_fixtures import wait_for
 from workspaces.models import GpuOffering, Workspace
 
 H100 = "H100-80GB-HBM3"
 NAMESPACE = "cycle-ends"
-_names = itertools.count()
 
 
 @pytest.fixture
@@ -45,34 +42,9 @@ def cluster(stack_cluster: SimCluster, cluster_client: None) -> Iterator[Kube]:
 def worker_pod(client: Kube, workspace: Workspace, *, runs_for: int | None) -> str:
     """One of ``workspace``'s worker pods on an H100 node; with ``runs_for`` (simulated seconds) it succeeds
     after that long, else it runs until deleted."""
-    name = f"worker-{next(_names)}"
-    pod: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "labels": {WORKSPACE_ID: str(workspace.pk)},
-            "annotations": {} if runs_for is None else {SIM_DURATION_ANNOTATION: str(runs_for)},
-        },
-        "spec": {
-            "nodeName": "gpu-h100-0",
-            "restartPolicy": "Never",
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "quay.io/jupyter/scipy-notebook:2025-06-02",
-                    "resources": {
-                        "requests": {"cpu": "1", "memory": "1Gi"},
-                        "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
-                    },
-                }
-            ],
-        },
-    }
+    pod = bound_pod("gpu-h100-0", {"nvidia.com/gpu": "1"}, workspace.pk, runs_for=runs_for, namespace=NAMESPACE)
     client.ensure(pod)
-    return name
+    return str(pod["metadata"]["name"])
 
 
 def phase(client: Kube, name: str) -> str:

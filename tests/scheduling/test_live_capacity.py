@@ -40,14 +40,17 @@ def live(kube: Kube) -> Iterator[LiveCapacity]:
         kube.delete("Pod", NAMESPACE, pod["metadata"]["name"])
 
 
-def bound_pod(node: str, limits: dict[str, str], workspace: int, *, runs_for: int | None = None) -> dict[str, Any]:
-    """A pod bound to ``node``; with ``runs_for``, one that runs that many simulated seconds and succeeds."""
+def bound_pod(
+    node: str, limits: dict[str, str], workspace: int, *, runs_for: int | None = None, namespace: str = NAMESPACE
+) -> dict[str, Any]:
+    """A pod of ``workspace`` bound to ``node``; with ``runs_for``, one that runs that many simulated seconds
+    and succeeds, else one that runs until deleted."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": f"live-{next(_names)}",
-            "namespace": NAMESPACE,
+            "namespace": namespace,
             "labels": {"gpuportal.io/workspace-id": str(workspace)},
             "annotations": {} if runs_for is None else {SIM_DURATION_ANNOTATION: str(runs_for)},
         },
