@@ -14,19 +14,27 @@ import pytest
 from scheduling.inventory import Capacity
 from scheduling.kube.calls import Kube
 from scheduling.kube.informer import Informer
-from scheduling.kube.keys import SIM_DURATION_ANNOTATION
+from scheduling.kube.keys import MANAGED_BY, MANAGER, SIM_DURATION_ANNOTATION
 from scheduling.live_capacity import LiveCapacity, _a_job_pod_succeeded
 from scheduling.simcluster.testing import SimCluster
 from tests.stack_fixtures import wait_for
 
 NAMESPACE = "live-capacity"
+MANAGED = f"{MANAGED_BY}={MANAGER}"
 _names = itertools.count()
 
 
 @pytest.fixture
 def kube(stack_cluster: SimCluster, quiet_cluster_loops: None) -> Iterator[Kube]:
     api = stack_cluster.api_client()
-    yield Kube(api, timeout=5)
+    client = Kube(api, timeout=5)
+    # An earlier full-stack test's workspaces went with its rows, but the worker paused for this test has
+    # not removed their Jobs and pods: they would hold GPUs this test places on.
+    for kind in ("Job", "Pod"):
+        for obj in client.list(kind, None, MANAGED):
+            client.delete(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
+    wait_for(lambda: not client.list("Pod", None, MANAGED), what="earlier tests' pods to go")
+    yield client
     api.close()
 
 
