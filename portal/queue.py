@@ -19,9 +19,21 @@ def control_queue(queue: str) -> str:
     return queue + str(settings.CELERY_CONTROL_QUEUE_SUFFIX)
 
 
+def scheduler_queue(queue: str) -> str:
+    return queue + str(settings.CELERY_SCHEDULER_QUEUE_SUFFIX)
+
+
+def portal_queues(queue: str) -> list[str]:
+    """Every queue of default queue ``queue``: itself, its control queue and its scheduler queue."""
+    return [queue, control_queue(queue), scheduler_queue(queue)]
+
+
 def queue_for(task_name: str) -> str:
-    """The default queue, or its control queue for the control loops (settings.CELERY_CONTROL_TASKS)."""
+    """The default queue, or its control queue for the reconcile loop (settings.CELERY_CONTROL_TASKS), or its
+    scheduler queue for the scheduling cycle (settings.CELERY_SCHEDULER_TASKS)."""
     default = str(settings.CELERY_TASK_DEFAULT_QUEUE)
+    if task_name in settings.CELERY_SCHEDULER_TASKS:
+        return scheduler_queue(default)
     return control_queue(default) if task_name in settings.CELERY_CONTROL_TASKS else default
 
 

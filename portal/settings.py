@@ -416,13 +416,19 @@ MIG_REPARTITION_MIN_WAIT_SECONDS = env_float("MIG_REPARTITION_MIN_WAIT_SECONDS",
 MIG_REPARTITION_TIMEOUT_SECONDS = env_float("MIG_REPARTITION_TIMEOUT_SECONDS", 900.0, minimum=10.0)
 # A node whose repartition failed is left alone this long.
 MIG_REPARTITION_RETRY_SECONDS = env_float("MIG_REPARTITION_RETRY_SECONDS", 3600.0, minimum=0.0)
-# The control loops (scheduling cycle, reconcile) have a queue of their own next to the default one, so
-# that they never wait behind a backlog of provisioning tasks (and expire there): a finished job is then
-# noticed, and its quota handed on, within a period even while hundreds of workspaces are being created.
+# The control loops have queues of their own next to the default one, so that they never wait behind a
+# backlog of provisioning tasks (and expire there): a finished job is then noticed, and its quota handed on,
+# within a period even while hundreds of workspaces are being created. The reconcile pass goes to the
+# control queue; the scheduling cycle to the scheduler queue, which a worker of one pool process consumes
+# (the `scheduler` service): the cycle keeps its view of the cluster from pod and node watches, and one
+# process watching is cheaper than every pool process of the general worker watching (docs/architecture.md).
 CELERY_CONTROL_TASKS = tasknames.CONTROL
 CELERY_CONTROL_QUEUE_SUFFIX = ".control"  # the control queue of queue Q is Q + this (portal/queue.py)
+CELERY_SCHEDULER_TASKS = tasknames.SCHEDULER
+CELERY_SCHEDULER_QUEUE_SUFFIX = ".scheduler"
 CELERY_TASK_ROUTES = {
-    name: {"queue": CELERY_TASK_DEFAULT_QUEUE + CELERY_CONTROL_QUEUE_SUFFIX} for name in CELERY_CONTROL_TASKS
+    **{name: {"queue": CELERY_TASK_DEFAULT_QUEUE + CELERY_CONTROL_QUEUE_SUFFIX} for name in CELERY_CONTROL_TASKS},
+    **{name: {"queue": CELERY_TASK_DEFAULT_QUEUE + CELERY_SCHEDULER_QUEUE_SUFFIX} for name in CELERY_SCHEDULER_TASKS},
 }
 # What runs every few seconds, and the reasons: scheduling/loops/schedule.py.
 CELERY_BEAT_SCHEDULE = beat_schedule(

@@ -244,8 +244,8 @@ def stalled_loops(
                     loop,
                     seconds,
                     f"The {loop} loop's last successful pass ended {duration(seconds)} ago (threshold "
-                    f"{duration(t.loop_stall_seconds)}): nothing is admitted or watched. Check the Celery worker "
-                    "and beat.",
+                    f"{duration(t.loop_stall_seconds)}): nothing is admitted or watched. Check the Celery worker, "
+                    "the scheduler and beat.",
                 )
             )
     return found

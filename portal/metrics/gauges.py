@@ -29,7 +29,7 @@ from portal.celery import app as celery_app
 from portal.metrics.events import model_label, queued_since
 from portal.metrics.figures import Waiting
 from portal.models import Team
-from portal.queue import control_queue
+from portal.queue import portal_queues
 from scheduling.models import ActivitySample, KubeApiErrorCount, LoopStat, TeamQuota
 from workspaces.models import Workspace
 
@@ -140,7 +140,7 @@ def api_errors() -> dict[str, int]:
 
 def broker_queues() -> dict[str, int | None]:
     """Messages waiting in each of the portal's Celery queues (None: the broker did not answer)."""
-    names = [settings.CELERY_TASK_DEFAULT_QUEUE, control_queue(settings.CELERY_TASK_DEFAULT_QUEUE)]
+    names = portal_queues(settings.CELERY_TASK_DEFAULT_QUEUE)
     depths: dict[str, int | None] = {}
     try:
         with celery_app.connection_for_read() as conn:

@@ -119,7 +119,7 @@ def groups(t: Thresholds) -> list[dict[str, Any]]:
             "critical",
             "The {{ $labels.loop }} loop has stalled",
             "Its last successful pass ended {{ $value | humanizeDuration }} ago: nothing is admitted or "
-            "watched. Check the Celery worker and beat.",
+            "watched. Check the Celery worker, the scheduler and beat.",
         ),
         _alert(
             "GpuPortalKubernetesApiErrors",

@@ -28,17 +28,20 @@ class Profile:
 
 
 class CpuMeter:
-    """CPU seconds of the worker, the simulated cluster, PostgreSQL, Redis, this process and the machine."""
+    """CPU seconds of the worker (and the scheduler), the simulated cluster, PostgreSQL, Redis, this process and
+    the machine."""
 
-    def __init__(self, worker_pid: int, sim_pid: int) -> None:
-        self.worker_pid, self.sim_pid = worker_pid, sim_pid
+    def __init__(self, worker_pid: int, sim_pid: int, scheduler_pid: int | None = None) -> None:
+        self.worker_pid, self.sim_pid, self.scheduler_pid = worker_pid, sim_pid, scheduler_pid
         self.start = self._sample()
         self.started = time.monotonic()
 
     def _sample(self) -> dict[str, float]:
         own = _own_cpu()
-        return {
-            "worker (Celery, beat and pool)": benchstack.cpu_seconds(self.worker_pid),
+        sample = {"worker (Celery, beat and pool)": benchstack.cpu_seconds(self.worker_pid)}
+        if self.scheduler_pid:
+            sample["scheduler (Celery, one pool process)"] = benchstack.cpu_seconds(self.scheduler_pid)
+        return sample | {
             "simulated cluster": benchstack.cpu_seconds(self.sim_pid),
             "PostgreSQL (every database)": benchstack.cpu_seconds_by_name("postgres"),
             "Redis": benchstack.cpu_seconds_by_name("redis-server"),
@@ -67,12 +70,13 @@ def _machine_busy() -> float:
     return (sum(values[:8]) - idle) / benchstack.CLOCK_TICKS
 
 
-def task_times(log: Path) -> tuple[dict[str, float], dict[str, int]]:
-    """Busy seconds and runs per task name, from the worker's log lines ``Task X[id] succeeded in Ys``."""
+def task_times(*logs: Path) -> tuple[dict[str, float], dict[str, int]]:
+    """Busy seconds and runs per task name, from the workers' log lines ``Task X[id] succeeded in Ys``."""
     busy: dict[str, float] = defaultdict(float)
     runs: dict[str, int] = defaultdict(int)
-    if log.exists():
-        for match in _TASK_DONE.finditer(log.read_text(errors="replace")):
-            busy[match[1]] += float(match[2])
-            runs[match[1]] += 1
+    for log in logs:
+        if log.exists():
+            for match in _TASK_DONE.finditer(log.read_text(errors="replace")):
+                busy[match[1]] += float(match[2])
+                runs[match[1]] += 1
     return dict(busy), dict(runs)

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -61,10 +61,12 @@ def _die_with_parent() -> None:
 
 
 def start_worker(
-    kubeconfig: Path, queue: str, log: Path, *, concurrency: int = 3, **env: str
-) -> subprocess.Popen[bytes]:
-    """A Celery worker with embedded beat on its own queue, talking to this process's database and the
-    cluster of ``kubeconfig``; ``env`` overrides settings (intervals, notice, simulated job length)."""
+    kubeconfig: Path, queue: str, log: Path, *, concurrency: int = 3, consume: Sequence[str] | None = None,
+    beat: bool = True, env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:  # fmt: skip
+    """A Celery worker (with embedded beat unless not ``beat``) on ``consume``, by default every queue of
+    its own ``queue``, talking to this process's database and the cluster of ``kubeconfig``; ``env``
+    overrides settings (intervals, notice, simulated job length)."""
     full_env = dict(
         os.environ,
         KUBECONFIG=str(kubeconfig),
@@ -75,8 +77,11 @@ def start_worker(
     )
     if connection.vendor == "postgresql":
         full_env["DATABASE_URL"] = database_url()
-    full_env.update(env)
-    argv = worker_argv(schedule=log.with_suffix(".beat"), name=queue, queue=queue, concurrency=concurrency)
+    full_env.update(env or {})
+    argv = worker_argv(
+        schedule=log.with_suffix(".beat") if beat else None, name=log.stem + "-" + queue, queue=queue,
+        consume=consume, concurrency=concurrency,
+    )  # fmt: skip
     with log.open("ab") as out:
         size = out.tell()
         process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments

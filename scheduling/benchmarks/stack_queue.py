@@ -54,6 +54,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from portal.models import Department, Membership, Team, User
+from portal.queue import control_queue, scheduler_queue
 from scheduling.benchmarks import stack as benchstack
 from scheduling.benchmarks.profile import MACHINE, CpuMeter, Profile, task_times
 from scheduling.benchmarks.queue import KUEUE, KUEUE_ADMISSIONS_PER_S, figures, rows
@@ -502,18 +503,28 @@ def _run(config: StackConfig, say: Callable[[str], None]) -> StackResult:
             reset_client()
             queue = f"qbench-{os.getpid()}"
             settings.CELERY_TASK_DEFAULT_QUEUE = queue  # what the requests enqueue reaches our worker only
-            log = folder / "worker.log"
+            log, scheduler_log = folder / "worker.log", folder / "scheduler.log"
+            env = {
+                "SCHEDULING_INTERVAL_SECONDS": str(config.cycle_interval_s),
+                "RECONCILE_INTERVAL_SECONDS": str(config.reconcile_interval_s),
+                "PREEMPTION_NOTICE_SECONDS": str(config.notice_s),
+                "SIMCLUSTER_JOB_SECONDS": str(longest),  # turns simulated runtimes on; each job names its own
+            }
+            # As deployed: the worker with beat on the default and control queues, the scheduler (one pool
+            # process) on the scheduler queue.
             worker = benchstack.start_worker(
                 sim.kubeconfig, queue, log, concurrency=config.concurrency,
-                SCHEDULING_INTERVAL_SECONDS=str(config.cycle_interval_s),
-                RECONCILE_INTERVAL_SECONDS=str(config.reconcile_interval_s),
-                PREEMPTION_NOTICE_SECONDS=str(config.notice_s),
-                SIMCLUSTER_JOB_SECONDS=str(longest),  # turns simulated runtimes on; each job names its own
+                consume=[queue, control_queue(queue)], env=env,
+            )  # fmt: skip
+            scheduler = benchstack.start_worker(
+                sim.kubeconfig, queue, scheduler_log, concurrency=1, consume=[scheduler_queue(queue)],
+                beat=False, env=env,
             )  # fmt: skip
             try:
                 org = setup_org(plan)
                 benchstack.wait_ready(worker, log)
-                meter = CpuMeter(worker.pid, sim.process.pid)
+                benchstack.wait_ready(scheduler, scheduler_log)
+                meter = CpuMeter(worker.pid, sim.process.pid, scheduler.pid)
                 started = time.monotonic()
                 start = timezone.now()
                 created = create_streams(plan, org, config.creators, started)
@@ -523,11 +534,12 @@ def _run(config: StackConfig, say: Callable[[str], None]) -> StackResult:
                 result, lag, not_succeeded, phases = measure(created, plan, start)
             finally:
                 benchstack.stop_process(worker)
+                benchstack.stop_process(scheduler)
                 if not config.keep:
                     cleanup()
                 settings.KUBECONFIG, settings.CELERY_TASK_DEFAULT_QUEUE = saved
                 reset_client()
-            busy, runs = task_times(log)
+            busy, runs = task_times(log, scheduler_log)
     ours = sum(v for k, v in cpu.items() if k != MACHINE)
     cpu[OTHERS] = max(0.0, cpu[MACHINE] - ours)
     result = replace(result, cycles=runs.get(tasknames.RUN_CYCLE, 0), cpu_s=ours)
@@ -547,8 +559,8 @@ def report_lines(r: StackResult) -> list[str]:
     lines = [
         f"scenario {r.scenario} at scale {r.scale:g}: {s.workloads} workloads, {s.finished} finished, "
         f"{r.not_succeeded} not succeeded",
-        f"full stack: PostgreSQL, Redis, Celery prefork x{r.concurrency} with beat, simulated cluster of "
-        f"{r.nodes} x {r.gpus_per_node} H100 at clock x{r.speed:g}",
+        f"full stack: PostgreSQL, Redis, Celery prefork x{r.concurrency} with beat and the scheduler (prefork x1), "
+        f"simulated cluster of {r.nodes} x {r.gpus_per_node} H100 at clock x{r.speed:g}",
     ]
     if r.scale != 1:
         lines.append("  (scale < 1: fewer workloads at the same rate; Kueue's figures are for the full scenario)")
@@ -576,7 +588,7 @@ def report_lines(r: StackResult) -> list[str]:
     lines.append(f"where the time went over {p.elapsed_s:.0f} s on {p.cores} cores (CPU seconds):")
     for name, cpu in sorted(p.cpu_s.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {name:<44} {cpu:9.1f}  ({100 * cpu / max(p.elapsed_s, 1e-9):5.1f}% of one core)")
-    lines.append("worker busy time per task (s, runs, mean ms):")
+    lines.append("workers' busy time per task (s, runs, mean ms):")
     for name, busy in sorted(p.task_s.items(), key=lambda kv: -kv[1]):
         runs = p.task_count[name]
         lines.append(f"  {name:<44} {busy:9.1f} {runs:7d} {1000 * busy / runs:9.1f}")

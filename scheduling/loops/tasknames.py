@@ -16,5 +16,7 @@ WARN_RUNTIME = "scheduling.warn_runtime"
 REPARTITION_MIG = "scheduling.repartition_mig"
 SCALE_JOB = "scheduling.scale_job"  # an elastic training job's Job to the size its row says
 
-# The control loops run on a queue of their own (see CELERY_TASK_ROUTES in portal/settings.py).
-CONTROL = (RUN_CYCLE, RECONCILE)
+# The reconcile loop runs on a queue of their own, the scheduling cycle on another, consumed by a worker of
+# one pool process (see CELERY_TASK_ROUTES in portal/settings.py).
+CONTROL = (RECONCILE,)
+SCHEDULER = (RUN_CYCLE,)

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
-from portal.queue import control_queue
+from portal.queue import control_queue, portal_queues, scheduler_queue
 from tests.deploy.kustomize import ROOT, config, render
 
 DOCKER = ROOT / "docker"
-PORTAL_SERVICES = ("migrate", "web", "worker", "beat")
+PORTAL_SERVICES = ("migrate", "web", "worker", "scheduler", "beat")
 # Documented in docs/deploy.md: TLS ends at the proxy in front of the portal, which owns redirects and HSTS.
 ACCEPTED_WARNINGS = ["security.W004", "security.W008"]
 
@@ -73,12 +73,20 @@ def test_every_portal_service_reaches_the_cluster_through_the_mounted_kubeconfig
     assert env_file(DOCKER / ".env.example")["KUBE_IN_CLUSTER"] == "false"
 
 
-def test_the_worker_consumes_the_control_queue_too() -> None:
-    command = [
-        interpolate(part, env_file(DOCKER / ".env.example")) for part in compose()["services"]["worker"]["command"]
-    ]
+def _consumed(service: str) -> list[str]:
+    variables = env_file(DOCKER / ".env.example")
+    command = [interpolate(part, variables) for part in compose()["services"][service]["command"]]
+    assert command[:4] == ["celery", "-A", "portal", "worker"]
+    return command[command.index("-Q") + 1].split(",")
+
+
+def test_the_worker_and_the_scheduler_consume_every_queue_between_them() -> None:
     queue = env_file(DOCKER / ".env.example")["CELERY_QUEUE"]
-    assert command[command.index("-Q") + 1].split(",") == [queue, control_queue(queue)]
+    assert _consumed("worker") == [queue, control_queue(queue)]
+    assert _consumed("scheduler") == [scheduler_queue(queue)]
+    assert sorted(_consumed("worker") + _consumed("scheduler")) == sorted(portal_queues(queue))
+    command = compose()["services"]["scheduler"]["command"]
+    assert command[command.index("--concurrency") + 1] == "1"  # one process follows the cluster's watches
 
 
 def _probe(env: dict[str, str], healthcheck: str, host: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import jsonschema  # type: ignore[import-untyped]
 import kubernetes_validate
 import pytest
 
-from portal.queue import control_queue
+from portal.queue import control_queue, scheduler_queue
 from tests.deploy.kustomize import DEPLOY, OVERLAYS, ROOT, Obj, config, find, pod_spec, render, render_dir
 
 SCHEMAS = Path(__file__).parent / "schemas"
@@ -22,7 +22,12 @@ CRD_SCHEMAS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): SCHEMAS / "servicemonitor.json",
     ("monitoring.coreos.com/v1", "PrometheusRule"): SCHEMAS / "prometheusrule.json",
 }
-PORTAL_PODS = (("Deployment", "gpu-portal-web"), ("Deployment", "gpu-portal-worker"), ("Deployment", "gpu-portal-beat"))
+PORTAL_PODS = (
+    ("Deployment", "gpu-portal-web"),
+    ("Deployment", "gpu-portal-worker"),
+    ("Deployment", "gpu-portal-scheduler"),
+    ("Deployment", "gpu-portal-beat"),
+)
 ALL_PORTAL_PODS = (*PORTAL_PODS, ("Job", "gpu-portal-migrate"))
 
 
@@ -156,11 +161,21 @@ def test_commands_are_the_roles_of_the_one_image(overlay: str) -> None:
     web = _container(objects, "Deployment", "gpu-portal-web")
     assert web["command"][:2] == ["gunicorn", "portal.wsgi:application"]
     assert "0.0.0.0:8000" in web["command"]
-    worker = _container(objects, "Deployment", "gpu-portal-worker")
-    command = [_expand(part, _environment(objects, worker)) for part in worker["command"]]
-    assert command[:4] == ["celery", "-A", "portal", "worker"]
     queue = config(objects)["CELERY_QUEUE"]
-    assert command[command.index("-Q") + 1].split(",") == [queue, control_queue(queue)]
+    consumed = {}
+    for name in ("gpu-portal-worker", "gpu-portal-scheduler"):
+        container = _container(objects, "Deployment", name)
+        command = [_expand(part, _environment(objects, container)) for part in container["command"]]
+        assert command[:4] == ["celery", "-A", "portal", "worker"]
+        consumed[name] = command[command.index("-Q") + 1].split(",")
+    assert consumed == {
+        "gpu-portal-worker": [queue, control_queue(queue)],
+        "gpu-portal-scheduler": [scheduler_queue(queue)],
+    }
+    scheduler = find(objects, "Deployment", "gpu-portal-scheduler")
+    assert scheduler["spec"]["replicas"] == 1
+    command = _container(objects, "Deployment", "gpu-portal-scheduler")["command"]
+    assert command[command.index("--concurrency") + 1] == "1"  # one process follows the cluster's watches
     beat = find(objects, "Deployment", "gpu-portal-beat")
     assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"] == {"type": "Recreate"}
     assert _container(objects, "Deployment", "gpu-portal-beat")["command"] == [
@@ -190,7 +205,7 @@ def test_web_probes_and_service(overlay: str) -> None:
     # Probes and scrapes name the pod by its IP: the pod must be an allowed host, after the configured ones.
     hosts = _environment(objects, web)["DJANGO_ALLOWED_HOSTS"].split(",")
     assert hosts == [*config(objects)["DJANGO_ALLOWED_HOSTS"].split(","), "<POD_IP>"]
-    for name in ("gpu-portal-worker", "gpu-portal-beat"):  # no cheap, honest check exists (worker.yaml)
+    for name in ("gpu-portal-worker", "gpu-portal-scheduler", "gpu-portal-beat"):  # none cheap and honest (worker.yaml)
         assert "livenessProbe" not in _container(objects, "Deployment", name)
 
 

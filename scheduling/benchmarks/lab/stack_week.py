@@ -540,7 +540,7 @@ def run(config: WeekConfig, say: Callable[[str], None] = print) -> WeekResult:
             settings.CELERY_TASK_DEFAULT_QUEUE = queue
             log = folder / "worker.log"
             env = worker_env(config.speed, f"http://127.0.0.1:{port}")
-            worker = benchstack.start_worker(sim.kubeconfig, queue, log, concurrency=config.concurrency, **env)
+            worker = benchstack.start_worker(sim.kubeconfig, queue, log, concurrency=config.concurrency, env=env)
             try:
                 org = setup_org(model, config.requests, idle_reclaim=arm.idle_reclaim)
                 missing = {*arm.job_offerings, *(s for v in (arm.notebook_offerings or {}).values() for s in v)}

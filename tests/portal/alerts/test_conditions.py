@@ -97,7 +97,7 @@ def test_only_the_control_loops_stall() -> None:
     }
     stalls = stalled_loops(last, T, NOW)
     assert [s.loop for s in stalls] == ["scheduling_cycle"]
-    assert "5 min ago" in stalls[0].message and "Celery worker and beat" in stalls[0].message
+    assert "5 min ago" in stalls[0].message and "Celery worker, the scheduler and beat" in stalls[0].message
     assert stalled_loops({"reconcile": None}, T, NOW) == []  # never succeeded: no figure
     found = by_key(Readings(loops=last))
     assert found["loop_stalled:scheduling_cycle"].breached and not found["loop_stalled:reconcile"].breached
