@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -408,8 +408,10 @@ class Capacity:
         if not ok.any():
             return None
         shapes = self._shapes(demand)
-        with self.state.restricted(ok):
-            choice = self.router.choose(self.state, shapes[0])
+        choice = self._only_choice(ok, shapes[0])
+        if choice is False:
+            with self.state.restricted(ok):
+                choice = self.router.choose(self.state, shapes[0])
         if choice is not None:
             node = choice.node
             self.state.apply(shapes[0], choice)
@@ -423,6 +425,18 @@ class Capacity:
         if demand.resource_name:
             self.free[demand.resource_name][node] -= demand.count
         return node
+
+    def _only_choice(self, ok: Mask, pod: PodShape) -> Placement | None | Literal[False]:
+        """Where ``pod`` goes when only one node admits it and its GPUs are whole (or none): that node's lowest
+        free GPUs, whatever the policy (its one candidate), or None if they are taken. A pinned workspace's room
+        is held again every cycle, so the policy's cost would be spent for nothing. False: ask the policy."""
+        nodes = np.flatnonzero(ok)
+        if len(nodes) != 1 or pod.is_sharing or pod.mig_profile is not None or pod.replica:
+            return False
+        node = int(nodes[0])
+        if not self.state.fits(pod)[node]:
+            return None
+        return Placement(node, self.state.whole_gpus(node, pod.num_gpu))
 
     def _snapshot(self) -> tuple[ClusterState, dict[str, I64]]:
         return self.state.copy(), {k: v.copy() for k, v in self.free.items()}

@@ -136,6 +136,28 @@ def test_cordoned_tainted_and_not_ready_nodes_are_left_out(taint: dict[str, str]
     assert capacity.place(whole(1)) is None
 
 
+STATE_ARRAYS = ("cpu_free", "mem_free", "gpu_free", "full_free", "ts_free", "mig_state")
+
+
+def test_room_held_on_a_pinned_node_is_what_the_policy_would_choose_there_without_asking_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whole-GPU and CPU-only pods on their one node need no policy (it would have one candidate): the cycle
+    holds every pinned workspace's room again each time. Sharing, MIG and replica pods still ask it."""
+    capacity = Capacity.from_objects(demo_nodes(), [pod("gpu-h100-0", gpus(3), 1), pod("gpu-h100-1", gpus(1), 2)])
+    for demand, node in [(whole(2), "gpu-h100-0"), (whole(2), "gpu-h100-0"), (whole(1), "gpu-h100-1"), (CPU, "cpu-0")]:
+        mask, shape = capacity._one(capacity._index[node]), capacity._shapes(demand)[0]
+        with capacity.state.restricted(mask):  # the policy's own answer, from its one candidate
+            choice = capacity.router.choose(capacity.state, shape)
+        assert choice is not None and capacity._only_choice(mask, shape) == choice
+        assert capacity.reserve(demand, node) is True
+    calls: list[Any] = []
+    monkeypatch.setattr(capacity.router, "choose", lambda *args: calls.append(args))
+    assert capacity.reserve(whole(1), "gpu-h100-0") is True and calls == []
+    assert capacity.reserve(whole(1), "gpu-h100-0") is False and calls == []  # full: the node's counts say so
+    assert capacity.reserve(SHARED, "gpu-l40s-0") is True and len(calls) == 1  # a replica pod still asks
+
+
 def test_a_pod_given_back_leaves_the_capacity_exactly_as_it_was() -> None:
     """What the live capacity relies on between cycles: occupy then vacate, in any order, is no change, for
     whole GPUs, MIG slices, time-sliced replicas, CPU-only pods and a pod on an overcommitted node."""
@@ -158,7 +180,7 @@ def test_a_pod_given_back_leaves_the_capacity_exactly_as_it_was() -> None:
     for h in [held[i] for i in (3, 0, 6, 2, 5, 1, 4)]:
         assert h is not None
         capacity.vacate(h)
-    for name in ("cpu_free", "mem_free", "gpu_free", "full_free", "ts_free", "mig_state"):
+    for name in STATE_ARRAYS:
         assert np.array_equal(getattr(capacity.state, name), getattr(before.state, name)), name
     assert all(np.array_equal(capacity.free[k], before.free[k]) for k in before.free)
     assert capacity.bound == {1}
