@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -408,8 +408,11 @@ class Capacity:
         if not ok.any():
             return None
         shapes = self._shapes(demand)
-        choice = self._only_choice(ok, shapes[0])
-        if choice is False:
+        sole = self._sole_node(ok, shapes[0])
+        if sole is not None:  # its one candidate, whatever the policy
+            fits = self.state.fits(shapes[0])[sole]
+            choice = Placement(sole, self.state.whole_gpus(sole, shapes[0].num_gpu)) if fits else None
+        else:
             with self.state.restricted(ok):
                 choice = self.router.choose(self.state, shapes[0])
         if choice is not None:
@@ -426,17 +429,14 @@ class Capacity:
             self.free[demand.resource_name][node] -= demand.count
         return node
 
-    def _only_choice(self, ok: Mask, pod: PodShape) -> Placement | None | Literal[False]:
-        """Where ``pod`` goes when only one node admits it and its GPUs are whole (or none): that node's lowest
-        free GPUs, whatever the policy (its one candidate), or None if they are taken. A pinned workspace's room
-        is held again every cycle, so the policy's cost would be spent for nothing. False: ask the policy."""
-        nodes = np.flatnonzero(ok)
-        if len(nodes) != 1 or pod.is_sharing or pod.mig_profile is not None or pod.replica:
-            return False
-        node = int(nodes[0])
-        if not self.state.fits(pod)[node]:
+    def _sole_node(self, ok: Mask, pod: PodShape) -> int | None:
+        """The one node that admits ``pod``, if it is the only one and the pod's GPUs are whole (or none): it
+        then takes that node's lowest free GPUs without asking the policy. A pinned workspace's room is held
+        again every cycle, so the policy's cost would be spent for nothing."""
+        if pod.is_sharing or pod.mig_profile is not None or pod.replica:
             return None
-        return Placement(node, self.state.whole_gpus(node, pod.num_gpu))
+        nodes = np.flatnonzero(ok)
+        return int(nodes[0]) if len(nodes) == 1 else None
 
     def _snapshot(self) -> tuple[ClusterState, dict[str, I64]]:
         return self.state.copy(), {k: v.copy() for k, v in self.free.items()}

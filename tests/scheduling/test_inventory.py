@@ -146,11 +146,15 @@ def test_room_held_on_a_pinned_node_is_what_the_policy_would_choose_there_withou
     holds every pinned workspace's room again each time. Sharing, MIG and replica pods still ask it."""
     capacity = Capacity.from_objects(demo_nodes(), [pod("gpu-h100-0", gpus(3), 1), pod("gpu-h100-1", gpus(1), 2)])
     for demand, node in [(whole(2), "gpu-h100-0"), (whole(2), "gpu-h100-0"), (whole(1), "gpu-h100-1"), (CPU, "cpu-0")]:
-        mask, shape = capacity._one(capacity._index[node]), capacity._shapes(demand)[0]
-        with capacity.state.restricted(mask):  # the policy's own answer, from its one candidate
-            choice = capacity.router.choose(capacity.state, shape)
-        assert choice is not None and capacity._only_choice(mask, shape) == choice
+        mask, (shape,) = capacity._one(capacity._index[node]), capacity._shapes(demand)
+        expected = capacity.copy()
+        with expected.state.restricted(mask):  # the policy's own answer, from its one candidate
+            choice = expected.router.choose(expected.state, shape)
+        assert choice is not None and capacity._sole_node(mask, shape) == choice.node
+        expected.state.apply(shape, choice)
         assert capacity.reserve(demand, node) is True
+        for name in STATE_ARRAYS:
+            assert np.array_equal(getattr(capacity.state, name), getattr(expected.state, name)), name
     calls: list[Any] = []
     monkeypatch.setattr(capacity.router, "choose", lambda *args: calls.append(args))
     assert capacity.reserve(whole(1), "gpu-h100-0") is True and calls == []
