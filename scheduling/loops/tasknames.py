@@ -16,7 +16,7 @@ WARN_RUNTIME = "scheduling.warn_runtime"
 REPARTITION_MIG = "scheduling.repartition_mig"
 SCALE_JOB = "scheduling.scale_job"  # an elastic training job's Job to the size its row says
 
-# The reconcile loop runs on a queue of their own, the scheduling cycle on another, consumed by a worker of
-# one pool process (see CELERY_TASK_ROUTES in portal/settings.py).
+# The reconcile loop runs on a queue of its own (the control queue), the scheduling cycle on another (the
+# scheduler queue), which a worker of one pool process consumes (CELERY_TASK_ROUTES in portal/settings.py).
 CONTROL = (RECONCILE,)
 SCHEDULER = (RUN_CYCLE,)
