@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -284,32 +283,26 @@ def test_a_claims_spec_is_immutable(resource: client.ResourceV1Api, namespace: s
 
 
 def test_claims_can_be_watched(resource: client.ResourceV1Api, namespace: str) -> None:
-    seen: list[tuple[str, str]] = []
-    started = threading.Event()
-
-    def follow() -> None:
-        # The client derives V1ResourceClaim from the list's return type; the model is ResourceV1ResourceClaim.
-        w = watch.Watch(return_type="ResourceV1ResourceClaim")
-        started.set()
-        for event in w.stream(resource.list_namespaced_resource_claim, namespace, timeout_seconds=5):
-            seen.append((event["type"], event["object"].metadata.name))
-            if event["type"] == "DELETED":
-                w.stop()
-
-    thread = threading.Thread(target=follow)
-    thread.start()
-    started.wait()
+    # Watch from the list's resourceVersion, so the events are there whenever the stream connects.
+    since = resource.list_namespaced_resource_claim(namespace).metadata.resource_version
     body = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"name": "watched"},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
     }
-    wait_for(lambda: thread.is_alive(), what="the watch")
     resource.create_namespaced_resource_claim(namespace, body)
     resource.delete_namespaced_resource_claim("watched", namespace)
-    thread.join(timeout=10)
-    assert ("ADDED", "watched") in seen and ("DELETED", "watched") in seen
+    seen: list[tuple[str, str]] = []
+    # The client derives V1ResourceClaim from the list's return type; the model is ResourceV1ResourceClaim.
+    w = watch.Watch(return_type="ResourceV1ResourceClaim")
+    for event in w.stream(
+        resource.list_namespaced_resource_claim, namespace, resource_version=since, timeout_seconds=5
+    ):
+        seen.append((event["type"], event["object"].metadata.name))
+        if event["type"] == "DELETED":
+            w.stop()
+    assert seen == [("ADDED", "watched"), ("DELETED", "watched")]
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
