@@ -43,7 +43,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from portal.models import Department, Membership, Team, User
-from scheduling.benchmarks.measuring import QueryLog, TimedKube, unsent_tasks
+from scheduling.benchmarks.measuring import GcPauses, QueryLog, TimedKube, unsent_tasks
+from scheduling.benchmarks.stack import simcluster_process
 from scheduling.demand import spec_for
 from scheduling.discovery import propose_offerings
 from scheduling.engine import gpus
@@ -54,7 +55,7 @@ from scheduling.kube.keys import PRODUCT
 from scheduling.loops.cycle import run_cycle
 from scheduling.models import TeamQuota
 from scheduling.simcluster.controllers import Timings
-from scheduling.simcluster.testing import SimCluster, running_simcluster
+from scheduling.simcluster.testing import SimCluster
 from workspaces.models import GpuOffering, Workspace
 
 PREFIX = "bc"  # every department, team, user and offering of the benchmark; cleanup finds them by it
@@ -96,6 +97,8 @@ class CycleFigures:
     api_s: dict[str, float]  # per Kubernetes call ("list Node"), summed
     api_calls: int
     tasks: dict[str, int]  # Celery tasks enqueued on commit, by name
+    gc_s: float  # the garbage collector's pauses, part of rest_s
+    full_gcs: int  # of them, full collections (every object the process keeps is traversed)
     # The most repeated SQL statements (literals replaced by ?): a count near the queue's length is N+1.
     repeated: list[tuple[int, str]] = field(default_factory=list)
 
@@ -186,17 +189,18 @@ def cluster_file(nodes: int, seed: int) -> dict[str, Any]:
 
 @contextmanager
 def bench_cluster(scenario: Scenario) -> Iterator[SimCluster]:
-    """The generated cluster, served in this process; the portal's client points at it meanwhile."""
+    """The generated cluster, served in a process of its own as an API server is (its objects and threads
+    apart from the cycle's); the portal's client points at it meanwhile."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench-cycle-cluster.yaml"
         path.write_text(yaml.safe_dump(cluster_file(scenario.nodes, scenario.seed)))
         with (
-            running_simcluster(path, seed=scenario.seed, tmp_dir=tmp, timings=TIMINGS) as cluster,
-            override_settings(KUBECONFIG=str(cluster.kubeconfig_path)),
+            simcluster_process(path, Path(tmp), timings=TIMINGS, seed=scenario.seed) as sim,
+            override_settings(KUBECONFIG=str(sim.kubeconfig)),
         ):
             reset_client()
             try:
-                yield cluster
+                yield SimCluster.from_kubeconfig(sim.kubeconfig)
             finally:
                 reset_client()
 
@@ -211,7 +215,7 @@ def timed_cycle(timed_kube: TimedKube, tasks: Counter[str], profiler: cProfile.P
     timed_kube.reset()
     sent_before = Counter(tasks)
     log = QueryLog()
-    with log.recording():
+    with log.recording(), GcPauses().recording() as pauses:
         started = time.perf_counter()
         if profiler is not None:
             profiler.enable()
@@ -234,6 +238,8 @@ def timed_cycle(timed_kube: TimedKube, tasks: Counter[str], profiler: cProfile.P
         api_s=dict(timed_kube.seconds),
         api_calls=timed_kube.calls,
         tasks=dict(tasks - sent_before),
+        gc_s=pauses.seconds,
+        full_gcs=pauses.full,
         repeated=log.repeated(),
     )
 

@@ -1,8 +1,9 @@
-"""The benchmarks' instruments: a Kube that times its reads, a log of SQL statements by shape, and a Celery
-that counts tasks instead of sending them."""
+"""The benchmarks' instruments: a Kube that times its reads, a log of SQL statements by shape, the garbage
+collector's pauses, and a Celery that counts tasks instead of sending them."""
 
 from __future__ import annotations
 
+import gc
 import re
 import time
 from collections import Counter, defaultdict
@@ -45,6 +46,31 @@ class TimedKube(Kube):
     def reset(self) -> None:
         self.seconds.clear()
         self.calls = 0
+
+
+class GcPauses:
+    """Time the garbage collector stopped this process for, and its full (oldest-generation) collections:
+    their cost grows with every object the process keeps, not with the work at hand."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0
+        self._started = 0.0
+
+    def _note(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+            self.full += info["generation"] == 2
+
+    @contextmanager
+    def recording(self) -> Iterator[GcPauses]:
+        gc.callbacks.append(self._note)
+        try:
+            yield self
+        finally:
+            gc.callbacks.remove(self._note)
 
 
 _LITERALS = re.compile(r"'(?:[^']|'')*'|\d+(?:\.\d+)?")  # also inside savepoint names (s123_x4)

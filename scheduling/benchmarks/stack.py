@@ -26,6 +26,7 @@ from portal.billing.models import UsageInterval
 from portal.workers import worker_argv
 from scheduling.discovery import propose_offerings
 from scheduling.kube.client import kube
+from scheduling.simcluster.controllers import Timings
 from workspaces.models import GpuOffering, Workspace, WorkspaceEvent
 
 H100 = "H100-80GB-HBM3"
@@ -136,18 +137,21 @@ def simcluster_process(
     folder: Path,
     *,
     speed: float = 1.0,
-    start_delay_s: float = 2.0,
+    timings: Timings | None = None,
     workload_speed: float = 1.0,
     plain_port: int | None = None,
+    seed: int = SIM_SEED,
 ) -> Iterator[SimProcess]:
     """The simulated cluster in a process of its own (a core of its own, and its CPU time measurable apart);
     ``plain_port``: also serve /metrics and the service proxy over plain HTTP there."""
     kubeconfig = folder / "kubeconfig"
     log = folder / "simcluster.log"
+    timings = timings or Timings()
     argv = [
         sys.executable, "-m", "scheduling.simcluster", "--port", "0", "--nodes", str(nodes_file),
-        "--kubeconfig", str(kubeconfig), "--seed", str(SIM_SEED), "--speed", str(speed),
-        "--start-delay", str(start_delay_s), "--workload-speed", str(workload_speed),
+        "--kubeconfig", str(kubeconfig), "--seed", str(seed), "--speed", str(speed),
+        "--start-delay", str(timings.start_delay_s), "--termination", str(timings.termination_s),
+        "--mig-reconfigure", str(timings.mig_reconfigure_s), "--workload-speed", str(workload_speed),
     ]  # fmt: skip
     if plain_port is not None:
         argv += ["--plain-port", str(plain_port)]

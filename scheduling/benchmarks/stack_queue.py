@@ -74,6 +74,7 @@ from scheduling.kube.client import reset_client
 from scheduling.loops import tasknames
 from scheduling.loops.locks import single_flight
 from scheduling.models import TeamQuota
+from scheduling.simcluster.controllers import Timings
 from workspaces import actions
 from workspaces.models import GpuOffering, Image, Workspace, WorkspaceEvent
 
@@ -497,7 +498,8 @@ def _run(config: StackConfig, say: Callable[[str], None]) -> StackResult:
     with tempfile.TemporaryDirectory(prefix="qbench-") as tmp:
         folder = Path(tmp)
         nodes_file = benchstack.cluster_file(folder, plan.nodes, gpus=config.gpus_per_node)
-        with benchstack.simcluster_process(nodes_file, folder, speed=plan.speed, start_delay_s=0.0) as sim:
+        instant = Timings(start_delay_s=0.0)
+        with benchstack.simcluster_process(nodes_file, folder, speed=plan.speed, timings=instant) as sim:
             saved = (settings.KUBECONFIG, settings.CELERY_TASK_DEFAULT_QUEUE)
             settings.KUBECONFIG = str(sim.kubeconfig)
             reset_client()

@@ -31,6 +31,18 @@ def main(argv: list[str] | None = None) -> None:
         "--start-delay", type=float, default=Timings.start_delay_s, help="simulated seconds from bind to Running"
     )
     parser.add_argument(
+        "--termination",
+        type=float,
+        default=Timings.termination_s,
+        help="simulated seconds a deleted pod takes to stop (or its grace period, if shorter)",
+    )
+    parser.add_argument(
+        "--mig-reconfigure",
+        type=float,
+        default=Timings.mig_reconfigure_s,
+        help="simulated seconds a MIG or device-plugin config change stays pending",
+    )
+    parser.add_argument(
         "--plain-port",
         type=int,
         default=None,
@@ -50,7 +62,9 @@ def main(argv: list[str] | None = None) -> None:
         speed=args.speed,
         workload_speed=args.workload_speed,
         port=args.port,
-        timings=Timings(start_delay_s=args.start_delay),
+        timings=Timings(
+            start_delay_s=args.start_delay, termination_s=args.termination, mig_reconfigure_s=args.mig_reconfigure
+        ),
         plain_port=args.plain_port,
     )
     stopped = threading.Event()

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 CONTEXT = "simcluster"
+USER = "simcluster-admin"
 
 
 def new_token() -> str:
@@ -23,11 +24,11 @@ def render(server_url: str, token: str, ca_pem: str, namespace: str = "default")
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": CONTEXT, "cluster": {"server": server_url, "certificate-authority-data": ca_data}}],
-        "users": [{"name": "simcluster-admin", "user": {"token": token}}],
+        "users": [{"name": USER, "user": {"token": token}}],
         "contexts": [
             {
                 "name": CONTEXT,
-                "context": {"cluster": CONTEXT, "user": "simcluster-admin", "namespace": namespace},
+                "context": {"cluster": CONTEXT, "user": USER, "namespace": namespace},
             }
         ],
         "current-context": CONTEXT,
@@ -44,3 +45,11 @@ def write(path: str | Path, server_url: str, token: str, ca_pem: str) -> Path:
     tmp.chmod(0o600)  # it holds a credential
     os.replace(tmp, target)  # readers never see a half-written file
     return target
+
+
+def read(path: str | Path) -> tuple[str, str, str]:
+    """The server URL, bearer token and CA certificate (PEM) of a kubeconfig :func:`write` wrote."""
+    config = yaml.safe_load(Path(path).read_text())
+    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == CONTEXT)
+    user = next(u["user"] for u in config["users"] if u["name"] == USER)
+    return cluster["server"], user["token"], base64.b64decode(cluster["certificate-authority-data"]).decode()

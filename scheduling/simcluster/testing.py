@@ -15,6 +15,7 @@ from typing import Any
 
 from kubernetes import client, config
 
+from scheduling.simcluster import kubeconfig
 from scheduling.simcluster.controllers import Timings
 from scheduling.simcluster.server import SimServer
 
@@ -38,6 +39,12 @@ class SimCluster:
     token: str  # the API server's bearer token, as written into the kubeconfig
     ca_pem: str  # the certificate it serves (self-signed), also in the kubeconfig
     plain_url: str  # its plain-HTTP door: the service proxy and DCGM /metrics, no credentials (PlainDoorRouter)
+
+    @classmethod
+    def from_kubeconfig(cls, path: Path, plain_url: str = "") -> SimCluster:
+        """The cluster a server in another process serves, from the kubeconfig it wrote."""
+        url, token, ca_pem = kubeconfig.read(path)
+        return cls(url, path, token, ca_pem, plain_url)
 
     def api_client(self) -> client.ApiClient:
         """An ApiClient configured from the kubeconfig, as the portal configures its own."""

@@ -3,6 +3,7 @@ is asserted, only that the figures exist, are positive and agree with each other
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -11,7 +12,7 @@ from django.conf import settings
 from portal.celery import app
 from portal.models import Department, Team, User
 from scheduling.benchmarks.cycle import BenchError, Scenario, run_benchmark
-from scheduling.benchmarks.measuring import statement_shape, unsent_tasks
+from scheduling.benchmarks.measuring import GcPauses, statement_shape, unsent_tasks
 from tests.catalogue import install_offerings
 from tests.conftest import Org
 from tests.factories import make_workspace
@@ -40,6 +41,7 @@ def test_a_tiny_run_reports_consistent_figures(quiet_cluster_loops: None) -> Non
         assert cycle.api_calls > 0
         assert all(seconds > 0 for seconds in cycle.api_s.values())
         assert 0 <= cycle.rest_s <= cycle.wall_s
+        assert 0 <= cycle.gc_s <= cycle.wall_s and cycle.full_gcs >= 0
         assert cycle.sql_s + sum(cycle.api_s.values()) <= cycle.wall_s
     later = report.cycles[0]
     assert later.active_before >= report.workspaces_running * 0.9 - 1  # churn ends at most a tenth of them
@@ -76,3 +78,12 @@ def test_statement_shapes_fold_literals_lists_and_savepoints() -> None:
         "SELECT ? FROM t WHERE id IN (...) AND name = ?"
     )
     assert statement_shape('SAVEPOINT "s1402_x12"') == statement_shape('SAVEPOINT "s99_x3"')
+
+
+def test_gc_pauses_count_the_collections_made_while_recording() -> None:
+    with GcPauses().recording() as pauses:
+        gc.collect()  # a full collection
+        gc.collect(0)
+    assert pauses.full == 1 and pauses.seconds > 0
+    gc.collect()
+    assert pauses.full == 1  # no longer recording

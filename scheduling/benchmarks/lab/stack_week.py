@@ -62,6 +62,7 @@ from scheduling.kube.client import kube, reset_client
 from scheduling.kube.keys import WORKSPACE_ID
 from scheduling.models import ActivitySample, DepartmentCap, TeamPolicy, TeamQuota
 from scheduling.simcluster.clock import parse_time
+from scheduling.simcluster.controllers import Timings
 from workspaces import actions
 from workspaces.access import state_allows
 from workspaces.models import GpuOffering, Image, Workspace, WorkspaceEvent
@@ -530,7 +531,7 @@ def run(config: WeekConfig, say: Callable[[str], None] = print) -> WeekResult:
         port = _free_port()
         nodes_file = whole_gpus_file(model.cluster, folder) if arm.whole_gpus_only else model.cluster
         with benchstack.simcluster_process(
-            nodes_file, folder, start_delay_s=0.0, workload_speed=config.speed, plain_port=port
+            nodes_file, folder, timings=Timings(start_delay_s=0.0), workload_speed=config.speed, plain_port=port
         ) as sim:
             saved = (settings.KUBECONFIG, settings.CELERY_TASK_DEFAULT_QUEUE, settings.IDLE_POLICY_MINUTE_SECONDS)
             settings.KUBECONFIG = str(sim.kubeconfig)

@@ -93,5 +93,6 @@ class Command(BaseCommand):
         return (
             f"{c.wall_s:7.3f} s  admitted {c.admitted:>4} of {c.queued_before:>5} queued "
             f"({c.active_before} active, {c.pods_before} pods)  SQL {c.queries:>5} statements+commits {c.sql_s:.3f} s  "
-            f"API {api or 'none'}  rest {c.rest_s:.3f} s  tasks {sum(c.tasks.values())}"
+            f"API {api or 'none'}  rest {c.rest_s:.3f} s (GC {c.gc_s:.3f} s, {c.full_gcs} full)  "
+            f"tasks {sum(c.tasks.values())}"
         )
