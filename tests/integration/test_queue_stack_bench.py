@@ -27,6 +27,7 @@ from scheduling.benchmarks.stack_queue import (
 )
 from scheduling.demand import SIM_DURATION_ENV
 from scheduling.engine.quota import UNIT
+from scheduling.management.commands import bench_queue_stack
 from tests.db_quiet import others_done
 from tests.locks_elsewhere import held_elsewhere
 from workspaces.models import Workspace
@@ -144,3 +145,10 @@ def test_a_second_run_on_the_same_database_is_refused_and_deletes_nothing(tiny: 
     with held_elsewhere(RUN_LOCK), refused:  # a run under way
         run(StackConfig(scenario=tiny), say=lambda _: None)
     assert User.objects.filter(username=USER).exists()
+
+
+def test_the_command_line_sets_the_reconcile_interval() -> None:
+    parser = bench_queue_stack.Command().create_parser("manage.py", "bench_queue_stack")
+    assert bench_queue_stack.stack_config(vars(parser.parse_args([]))).reconcile_interval_s == 0.5
+    chosen = bench_queue_stack.stack_config(vars(parser.parse_args(["--reconcile-interval", "5", "--scale", "0.2"])))
+    assert (chosen.reconcile_interval_s, chosen.scale) == (5.0, 0.2)

@@ -42,6 +42,12 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=defaults.concurrency, help="worker pool processes")
         parser.add_argument("--creators", type=int, default=defaults.creators, help="threads creating workspaces")
         parser.add_argument("--notice", type=float, default=defaults.notice_s, help="preemption notice (s)")
+        parser.add_argument(
+            "--reconcile-interval",
+            type=float,
+            default=defaults.reconcile_interval_s,
+            help=f"beat's reconcile pass (s; default {defaults.reconcile_interval_s:g}, the portal's own)",
+        )
         parser.add_argument("--timeout", type=float, default=defaults.timeout_s, help="give up after (s)")
         parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
         parser.add_argument("--keep", action="store_true", help="keep the benchmark's rows for inspection")
@@ -49,16 +55,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if connection.vendor != "postgresql" or not settings.REDIS_URL:
             raise CommandError("the full stack needs PostgreSQL and Redis: set DATABASE_URL and REDIS_URL")
-        config = StackConfig(
-            scenario=options["scenario"],
-            scale=options["scale"],
-            speed=options["speed"],
-            concurrency=options["concurrency"],
-            creators=options["creators"],
-            notice_s=options["notice"],
-            timeout_s=options["timeout"],
-            keep=options["keep"],
-        )
+        config = stack_config(options)
         try:
             result = run(config, say=lambda line: self.stdout.write(line))
         except ValueError as exc:
@@ -67,3 +64,18 @@ class Command(BaseCommand):
         if options["json"]:
             options["json"].write_text(json.dumps(to_json(result), indent=2) + "\n")
             self.stdout.write(f"figures written to {options['json']}")
+
+
+def stack_config(options: dict[str, Any]) -> StackConfig:
+    """The run the command line asks for."""
+    return StackConfig(
+        scenario=options["scenario"],
+        scale=options["scale"],
+        speed=options["speed"],
+        concurrency=options["concurrency"],
+        creators=options["creators"],
+        notice_s=options["notice"],
+        reconcile_interval_s=options["reconcile_interval"],
+        timeout_s=options["timeout"],
+        keep=options["keep"],
+    )
