@@ -46,7 +46,7 @@ class Command(BaseCommand):
             "--reconcile-interval",
             type=float,
             default=defaults.reconcile_interval_s,
-            help=f"beat's reconcile pass (s; default {defaults.reconcile_interval_s:g}, the portal's own)",
+            help=f"beat's reconcile pass (s; default {defaults.reconcile_interval_s:g}; the portal's own is 5)",
         )
         parser.add_argument("--timeout", type=float, default=defaults.timeout_s, help="give up after (s)")
         parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
