@@ -223,6 +223,12 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
+    # In a browser, DRF's page without its forms and buttons (portal/api/renderers.py): it offered changes
+    # judged by permission classes alone, so buttons its viewer may not use.
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "portal.api.renderers.ReadOnlyBrowsableAPIRenderer",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
     # OPTIONS on collection endpoints that take PUT (portal/api/metadata.py).

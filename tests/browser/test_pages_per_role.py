@@ -170,3 +170,33 @@ def test_error_pages_keep_the_layout(page: Page, live_server, demo: dict[str, Wo
     expect(page.locator("#main-nav")).to_be_visible()
     expect(page.locator("#error-page a.button")).to_have_attribute("href", "/")
     shot(page, "finance-404")
+
+
+@pytest.mark.parametrize("username", sorted(ROLES))
+def test_the_apis_browser_page_offers_no_change(
+    page: Page, live_server, demo: dict[str, Workspace], username: str
+) -> None:
+    """DRF's page offered DELETE on a workspace to whoever could read it, and on a 404 to anybody; now no API
+    page offers a change, and extra actions are links only where they answer GET."""
+    role, on_running, _ = ROLES[username]
+    running = demo["running"]
+    vision = Team.objects.get(slug="vision")
+    log_in(page, live_server.url, username, PASSWORDS[username])
+    changes = "#deleteModal, form.button-form, #post-object-form, #put-object-form, #post-generic-content-form, " \
+        "#put-generic-content-form"  # fmt: skip
+    for path in (f"/api/v1/workspaces/{running.pk}/", "/api/v1/workspaces/", f"/api/v1/teams/{vision.pk}/policy/"):
+        response = page.goto(f"{live_server.url}{path}", wait_until="domcontentloaded")
+        assert response is not None and response.headers["content-type"].startswith("text/html")
+        expect(page.locator(".response-info")).to_be_visible()
+        expect(page.locator(changes)).to_have_count(0)
+        for verb in ("DELETE", "OPTIONS", "POST", "PUT", "PATCH"):
+            expect(page.get_by_role("button", name=verb, exact=True)).to_have_count(0)
+    page.goto(f"{live_server.url}/api/v1/workspaces/{running.pk}/")
+    actions = page.locator("#extra-actions-menu + .dropdown-menu a")
+    if on_running is None:  # bob is outside Vision: a 404, with nothing to act on
+        expect(page.locator(".response-info")).to_contain_text("404")
+        expect(actions).to_have_count(0)
+    else:
+        expect(page.locator(".response-info")).to_contain_text("resnet-train")
+        assert {text.strip() for text in actions.all_text_contents()} == {"Logs", "Activity", "Cluster events"}
+    shot(page, f"{role}-api-workspace")
