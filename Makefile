@@ -40,7 +40,7 @@ checks: $(STAMP)
 	DJANGO_SETTINGS_MODULE=portal.settings_test $(BIN)/python manage.py check --fail-level WARNING
 	DJANGO_SETTINGS_MODULE=portal.settings_test $(BIN)/python manage.py makemigrations --check --dry-run
 
-# Two processes (pytest-xdist): the suite waits on real workers, clusters and browsers more than on the CPU.
+# Three processes (pytest-xdist): the suite waits on real workers, clusters and browsers more than on the CPU.
 # Each process has its own test database, Celery queue and cache prefix (tests/conftest.py, settings_test.py).
 PYTEST_WORKERS ?= 3
 pytest: $(STAMP)
